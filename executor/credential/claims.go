@@ -1,0 +1,14 @@
+package credential
+
+import "github.com/countersign/countersign/executor/money"
+
+// Claims are what the engine asks to be minted for one dispatch attempt.
+// The Authority adds iss, jti, iat, exp, epoch and the kid.
+type Claims struct {
+	Subject  string      // the rep whose authority is used (sub)
+	Agent    string      // the agent acting for them (act.sub, RFC 8693)
+	Audience string      // the one system of record: "ledger" or "orders"
+	Scope    string      // the one operation: "refund", "reship", "lookup", "reverse"
+	Max      money.Cents // the rep's refund ceiling, enforced by the ledger
+	Call     string      // tool.CallHash of the exact call (or the reversal's binding)
+}

@@ -1,0 +1,111 @@
+package tool_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/countersign/countersign/executor/tool"
+)
+
+func TestNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tool    tool.Name
+		raw     string
+		want    tool.Args
+		wantErr string // the SchemaError field, "" for the object itself; "-" for success
+	}{
+		{"refund", tool.IssueRefund, `{"order":"O-1001","amount":3000}`, tool.Args{Order: "O-1001", Amount: 3000}, "-"},
+		{"refund with spaces", tool.IssueRefund, ` { "amount" : 1 , "order" : "O-1" } `, tool.Args{Order: "O-1", Amount: 1}, "-"},
+		{"reship", tool.ReshipOrder, `{"order":"O-1004"}`, tool.Args{Order: "O-1004"}, "-"},
+		{"approval claimed in args", tool.IssueRefund, `{"order":"O-1002","amount":12000,"approved_by":"lead-dee"}`, tool.Args{}, "approved_by"},
+		{"amount on reship", tool.ReshipOrder, `{"order":"O-1004","amount":1}`, tool.Args{}, "amount"},
+		{"fractional cents", tool.IssueRefund, `{"order":"O-1001","amount":30.5}`, tool.Args{}, "amount"},
+		{"float spelled integer", tool.IssueRefund, `{"order":"O-1001","amount":3000.0}`, tool.Args{}, "amount"},
+		{"exponent", tool.IssueRefund, `{"order":"O-1001","amount":3e3}`, tool.Args{}, "amount"},
+		{"string amount", tool.IssueRefund, `{"order":"O-1001","amount":"3000"}`, tool.Args{}, "amount"},
+		{"zero", tool.IssueRefund, `{"order":"O-1001","amount":0}`, tool.Args{}, "amount"},
+		{"negative", tool.IssueRefund, `{"order":"O-1001","amount":-5}`, tool.Args{}, "amount"},
+		{"overflow", tool.IssueRefund, `{"order":"O-1001","amount":99999999999999999999}`, tool.Args{}, "amount"},
+		{"missing amount", tool.IssueRefund, `{"order":"O-1001"}`, tool.Args{}, "amount"},
+		{"null amount", tool.IssueRefund, `{"order":"O-1001","amount":null}`, tool.Args{}, "amount"},
+		{"bad order id", tool.IssueRefund, `{"order":"1001","amount":1}`, tool.Args{}, "order"},
+		{"order id too long", tool.ReshipOrder, `{"order":"O-1234567890123"}`, tool.Args{}, "order"},
+		{"order id with newline", tool.ReshipOrder, `{"order":"O-1\n"}`, tool.Args{}, "order"},
+		{"numeric order", tool.ReshipOrder, `{"order":1001}`, tool.Args{}, "order"},
+		{"duplicate key", tool.IssueRefund, `{"order":"O-1001","amount":1,"amount":99999}`, tool.Args{}, "amount"},
+		{"array", tool.IssueRefund, `[1,2]`, tool.Args{}, ""},
+		{"trailing data", tool.IssueRefund, `{"order":"O-1001","amount":1}{}`, tool.Args{}, ""},
+		{"empty", tool.IssueRefund, ``, tool.Args{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tool.Normalize(tc.tool, json.RawMessage(tc.raw))
+			if tc.wantErr == "-" {
+				if err != nil || got != tc.want {
+					t.Fatalf("Normalize = %+v, %v; want %+v", got, err, tc.want)
+				}
+				return
+			}
+			var se *tool.SchemaError
+			if !errors.As(err, &se) || se.Field != tc.wantErr {
+				t.Fatalf("Normalize error = %v; want a SchemaError on field %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNormalizeUnknownTool(t *testing.T) {
+	_, err := tool.Normalize("delete_customer", json.RawMessage(`{"order":"O-1"}`))
+	if !errors.Is(err, tool.ErrUnknownTool) {
+		t.Fatalf("err = %v, want ErrUnknownTool", err)
+	}
+}
+
+func TestLenientKeepsExtras(t *testing.T) {
+	a, extra, err := tool.Lenient(tool.IssueRefund, json.RawMessage(`{"order":"O-1002","amount":12000,"approved_by":"lead-dee"}`))
+	if err != nil || a.Amount != 12000 || string(extra["approved_by"]) != `"lead-dee"` {
+		t.Fatalf("Lenient = %+v %v %v", a, extra, err)
+	}
+}
+
+func TestCanonicalAndCallHash(t *testing.T) {
+	a := tool.Args{Order: "O-1001", Amount: 3000}
+	if got := string(tool.Canonical(tool.IssueRefund, a)); got != `{"amount":3000,"order":"O-1001"}` {
+		t.Fatalf("canonical refund = %s", got)
+	}
+	if got := string(tool.Canonical(tool.ReshipOrder, tool.Args{Order: "O-1004"})); got != `{"order":"O-1004"}` {
+		t.Fatalf("canonical reship = %s", got)
+	}
+	// The hash is pinned: the systems of record recompute it independently.
+	const want = "53238c52084c58b6b08f4f8b003be330a393a775e4dfa596bd2634271410ff8d"
+	if got := tool.CallHash(tool.IssueRefund, a); len(got) != 64 {
+		t.Fatalf("CallHash length %d", len(got))
+	} else if got != want {
+		t.Logf("CallHash = %s (update the pinned value if the canonical form changed on purpose)", got)
+		t.Fail()
+	}
+	if tool.CallHash(tool.IssueRefund, a) == tool.CallHash(tool.IssueRefund, tool.Args{Order: "O-1001", Amount: 30000}) {
+		t.Fatal("different amounts hash alike")
+	}
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{`{"order":"O-1001","amount":3000}`, `{"order":"O-1"}`, `{"amount":1e3}`, `[]`, `{"order":"O-1","order":"O-2"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		a, err := tool.Normalize(tool.IssueRefund, json.RawMessage(raw))
+		if err != nil {
+			return
+		}
+		if a.Amount <= 0 {
+			t.Fatalf("accepted non-positive amount %d from %q", a.Amount, raw)
+		}
+		// What was accepted must round-trip through its canonical form.
+		b, err := tool.Normalize(tool.IssueRefund, tool.Canonical(tool.IssueRefund, a))
+		if err != nil || b != a {
+			t.Fatalf("canonical form of %q does not normalize back: %+v %v", raw, b, err)
+		}
+	})
+}
