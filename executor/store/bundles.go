@@ -1,0 +1,75 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// AppendBundle records one activation attempt and keeps the bundle bytes
+// (by digest) so a restart can re-activate it. When rec is active, the
+// previously active record becomes superseded in the same transaction.
+func (t *Tx) AppendBundle(rec BundleRecord, blob []byte) (BundleRecord, error) {
+	b := t.bucket(bBundles)
+	if rec.Status == BundleActive {
+		err := b.ForEach(func(k, v []byte) error {
+			var old BundleRecord
+			if err := json.Unmarshal(v, &old); err != nil {
+				return fmt.Errorf("decode bundle record: %w", err)
+			}
+			if old.Status != BundleActive {
+				return nil
+			}
+			old.Status = BundleSuperseded
+			return t.putJSON(bBundles, k, old)
+		})
+		if err != nil {
+			return BundleRecord{}, err
+		}
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return BundleRecord{}, err
+	}
+	rec.Seq = seq
+	if rec.Failures == nil {
+		rec.Failures = []BundleFailure{}
+	}
+	if len(blob) > 0 {
+		if err := t.bucket(bBlobs).Put([]byte(rec.Digest), blob); err != nil {
+			return BundleRecord{}, err
+		}
+	}
+	return rec, t.putJSON(bBundles, u64(seq), rec)
+}
+
+// Bundles returns the activation history, oldest first.
+func (t *Tx) Bundles() ([]BundleRecord, error) {
+	var out []BundleRecord
+	err := t.bucket(bBundles).ForEach(func(k, _ []byte) error {
+		var r BundleRecord
+		if err := t.getJSON(bBundles, k, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// ActiveBundle returns the active record and its bundle bytes, or ErrNotFound.
+func (t *Tx) ActiveBundle() (BundleRecord, []byte, error) {
+	all, err := t.Bundles()
+	if err != nil {
+		return BundleRecord{}, nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Status == BundleActive {
+			blob := t.bucket(bBlobs).Get([]byte(all[i].Digest))
+			if blob == nil {
+				return BundleRecord{}, nil, fmt.Errorf("active bundle %s: bytes %w", all[i].Digest, ErrNotFound)
+			}
+			return all[i], append([]byte(nil), blob...), nil
+		}
+	}
+	return BundleRecord{}, nil, ErrNotFound
+}

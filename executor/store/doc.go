@@ -1,0 +1,28 @@
+// Package store is countersign's durable state on bbolt: workflows, steps,
+// approvals, tool switches, the decision log, the bundle history, and the
+// indexes that let a decision read every fact it needs without scanning all
+// steps.
+//
+// # Transactions
+//
+// All access goes through Update and View, which hand the caller a Tx with
+// typed methods. The engine decides and reserves in ONE Update: it reads the
+// totals, evaluates policy, appends the decision and marks the step started
+// before the transaction commits. bbolt serializes writers, so two concurrent
+// calls can never both spend the same headroom.
+//
+// # Indexes
+//
+// A refund step counts as spent while its status is started, unknown or
+// done. PutStep keeps three indexes in step with those transitions: the total
+// per order, and two time-ordered indexes (per rep, and across the agent)
+// that a rolling-window total reads with one cursor seek. The cost of a
+// decision therefore grows with the refunds inside the window, never with
+// the whole history.
+//
+// # What it does not know
+//
+// The store knows no policy, no HTTP and no system of record. It stores
+// records and keeps its indexes consistent with them; the meaning of a status
+// belongs to the engine.
+package store

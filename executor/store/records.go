@@ -1,0 +1,174 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// WorkflowStatus is where a workflow stands as a whole.
+type WorkflowStatus string
+
+// Workflow statuses (API.md).
+const (
+	WorkflowRunning             WorkflowStatus = "running"
+	WorkflowWaitingApproval     WorkflowStatus = "waiting_approval"
+	WorkflowPaused              WorkflowStatus = "paused"
+	WorkflowNeedsReconciliation WorkflowStatus = "needs_reconciliation"
+	WorkflowDone                WorkflowStatus = "done"
+	WorkflowFailed              WorkflowStatus = "failed"
+)
+
+// StepStatus is where one step stands.
+type StepStatus string
+
+// Step statuses (API.md).
+const (
+	StepPending         StepStatus = "pending"
+	StepHeld            StepStatus = "held"
+	StepWaitingApproval StepStatus = "waiting_approval"
+	StepStarted         StepStatus = "started"
+	StepUnknown         StepStatus = "unknown"
+	StepDone            StepStatus = "done"
+	StepDenied          StepStatus = "denied"
+	StepSuppressed      StepStatus = "suppressed"
+	StepCompensated     StepStatus = "compensated"
+)
+
+// Spent reports whether a refund step in this status counts against the
+// order, the rep's day and the agent's hour: its effect happened or may have.
+func (s StepStatus) Spent() bool {
+	return s == StepStarted || s == StepUnknown || s == StepDone
+}
+
+// ApprovalStatus is where an approval request stands.
+type ApprovalStatus string
+
+// Approval statuses (API.md).
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalUsed     ApprovalStatus = "used"
+	ApprovalRejected ApprovalStatus = "rejected"
+	ApprovalExpired  ApprovalStatus = "expired"
+	ApprovalVoid     ApprovalStatus = "void"
+)
+
+// Delegation is what a rep delegated to the agent, as their token claimed
+// it when the workflow was created.
+type Delegation struct {
+	ID            string      `json:"id"`
+	Role          string      `json:"role"`
+	Region        string      `json:"region"`
+	Scopes        []string    `json:"scopes"`
+	RefundCeiling money.Cents `json:"refund_ceiling"`
+}
+
+// Workflow is one ticket worked by the agent for one rep.
+type Workflow struct {
+	ID             string         `json:"id"`
+	Ticket         string         `json:"ticket"`
+	User           string         `json:"user"`
+	Delegation     Delegation     `json:"delegation"`
+	Status         WorkflowStatus `json:"status"`
+	PolicyRevision string         `json:"policy_revision"`
+	Created        time.Time      `json:"created"`
+	Updated        time.Time      `json:"updated"`
+	Steps          int            `json:"steps"` // how many steps exist; the next is Steps+1
+}
+
+// Step is one proposed tool call and everything that happened to it.
+type Step struct {
+	Workflow string     `json:"workflow"`
+	N        int        `json:"n"`
+	Tool     tool.Name  `json:"tool"`
+	Args     tool.Args  `json:"args"`
+	Status   StepStatus `json:"status"`
+	Decision string     `json:"decision,omitempty"`
+	Rule     string     `json:"rule,omitempty"`
+	// Call is tool.CallHash of the call: the run-level dedupe key.
+	Call string `json:"call"`
+	// Key is the stable idempotency key sent to the ledger.
+	Key      string `json:"key,omitempty"`
+	Approval string `json:"approval,omitempty"`
+	// Baseline is the observation taken before the effect: for a
+	// reshipment, how many shipments the order had.
+	Baseline    *int            `json:"baseline,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Attempts    int             `json:"attempts"`
+	Note        string          `json:"note,omitempty"`
+	DuplicateOf int             `json:"duplicate_of,omitempty"`
+	Created     time.Time       `json:"created"`
+	ReservedAt  time.Time       `json:"reserved_at,omitzero"`
+	Finished    time.Time       `json:"finished,omitzero"`
+}
+
+// Approval is a request for a lead's approval of exactly one call.
+type Approval struct {
+	ID              string         `json:"id"`
+	Workflow        string         `json:"workflow"`
+	N               int            `json:"n"`
+	Tool            tool.Name      `json:"tool"`
+	Args            tool.Args      `json:"args"`
+	CallHash        string         `json:"call_hash"`
+	Summary         string         `json:"summary"`
+	Requester       string         `json:"requester"`
+	RequesterRegion string         `json:"requester_region"`
+	Approver        string         `json:"approver,omitempty"`
+	Status          ApprovalStatus `json:"status"`
+	Comment         string         `json:"comment,omitempty"`
+	// Retroactive marks an approval recorded after the effect (ratification
+	// during an incident), so it is never mistaken for a prior approval.
+	Retroactive bool      `json:"retroactive,omitempty"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+	Decided     time.Time `json:"decided,omitzero"`
+}
+
+// Decision is one entry of the decision log.
+type Decision struct {
+	Seq      uint64    `json:"seq"`
+	At       time.Time `json:"at"`
+	Workflow string    `json:"workflow"`
+	N        int       `json:"n"`
+	User     string    `json:"user"`
+	Tool     tool.Name `json:"tool"`
+	Args     tool.Args `json:"args"`
+	Decision string    `json:"decision"`
+	Rule     string    `json:"rule"`
+	Revision string    `json:"revision"`
+}
+
+// BundleStatus is the standing of one bundle activation attempt.
+type BundleStatus string
+
+// Bundle statuses (API.md).
+const (
+	BundleActive     BundleStatus = "active"
+	BundleSuperseded BundleStatus = "superseded"
+	BundleRejected   BundleStatus = "rejected"
+)
+
+// BundleFailure is one failing gate case.
+type BundleFailure struct {
+	Case     string      `json:"case"`
+	Amount   money.Cents `json:"amount"`
+	Expected string      `json:"expected"`
+	Got      string      `json:"got"`
+}
+
+// BundleRecord is one bundle activation attempt.
+type BundleRecord struct {
+	Seq          uint64          `json:"seq"`
+	Revision     string          `json:"revision"`
+	Digest       string          `json:"digest"`
+	Status       BundleStatus    `json:"status"`
+	By           string          `json:"by"`
+	At           time.Time       `json:"at"`
+	BreakGlass   bool            `json:"break_glass,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Failures     []BundleFailure `json:"failures"`
+	TestFailures []string        `json:"test_failures,omitempty"`
+}

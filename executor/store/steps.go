@@ -1,0 +1,194 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// stepKey is workflow id, NUL, n as 4 big-endian bytes: a workflow's steps
+// are contiguous and in order.
+func stepKey(wf string, n int) []byte {
+	k := make([]byte, 0, len(wf)+5)
+	k = append(k, wf...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint32(k, uint32(n))
+}
+
+// callKey is workflow id, NUL, call hash.
+func callKey(wf, call string) []byte {
+	return append(append([]byte(wf), 0), call...)
+}
+
+// Step returns step n of workflow wf.
+func (t *Tx) Step(wf string, n int) (Step, error) {
+	var s Step
+	if err := t.getJSON(bSteps, stepKey(wf, n), &s); err != nil {
+		return Step{}, fmt.Errorf("step %s/%d: %w", wf, n, err)
+	}
+	return s, nil
+}
+
+// Steps returns the steps of workflow wf in order.
+func (t *Tx) Steps(wf string) ([]Step, error) {
+	prefix := append([]byte(wf), 0)
+	var out []Step
+	c := t.bucket(bSteps).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var s Step
+		if err := t.getJSON(bSteps, k, &s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// StepByCall returns the first step of workflow wf that proposed the call
+// with hash call (tool.CallHash), or ErrNotFound.
+func (t *Tx) StepByCall(wf, call string) (Step, error) {
+	raw := t.bucket(bCalls).Get(callKey(wf, call))
+	if raw == nil {
+		return Step{}, ErrNotFound
+	}
+	return t.Step(wf, int(binary.BigEndian.Uint32(raw)))
+}
+
+// PutStep stores s and keeps the call index and the spending indexes
+// consistent with its status: a refund is added to them when it enters a
+// spent status (s.ReservedAt must then be set) and removed when it leaves.
+func (t *Tx) PutStep(s Step) error {
+	key := stepKey(s.Workflow, s.N)
+	var old Step
+	hadOld := t.getJSON(bSteps, key, &old) == nil
+	if hadOld && old.Call != s.Call {
+		if err := t.unindexCall(old); err != nil {
+			return err
+		}
+	}
+	if s.Status != StepSuppressed {
+		if err := t.indexCall(s); err != nil {
+			return err
+		}
+	}
+	wasSpent := hadOld && old.Tool == tool.IssueRefund && old.Status.Spent()
+	isSpent := s.Tool == tool.IssueRefund && s.Status.Spent()
+	switch {
+	case wasSpent && !isSpent:
+		if err := t.unspend(old); err != nil {
+			return err
+		}
+	case !wasSpent && isSpent:
+		if s.ReservedAt.IsZero() {
+			return fmt.Errorf("step %s/%d: spent status %s without a reservation time", s.Workflow, s.N, s.Status)
+		}
+		if err := t.spend(s); err != nil {
+			return err
+		}
+	case wasSpent && isSpent && (old.Args != s.Args || !old.ReservedAt.Equal(s.ReservedAt)):
+		return fmt.Errorf("step %s/%d: arguments or reservation of a started refund cannot change", s.Workflow, s.N)
+	}
+	return t.putJSON(bSteps, key, s)
+}
+
+func (t *Tx) indexCall(s Step) error {
+	b := t.bucket(bCalls)
+	k := callKey(s.Workflow, s.Call)
+	if b.Get(k) != nil {
+		return nil // an earlier step owns this call
+	}
+	return b.Put(k, binary.BigEndian.AppendUint32(nil, uint32(s.N)))
+}
+
+func (t *Tx) unindexCall(s Step) error {
+	b := t.bucket(bCalls)
+	k := callKey(s.Workflow, s.Call)
+	if raw := b.Get(k); raw != nil && int(binary.BigEndian.Uint32(raw)) == s.N {
+		return b.Delete(k)
+	}
+	return nil
+}
+
+// timeKey orders spending entries by reservation time, then by step.
+func timeKey(prefix string, at time.Time, s Step) []byte {
+	k := append([]byte(prefix), 0)
+	k = binary.BigEndian.AppendUint64(k, uint64(at.UnixNano()))
+	return append(k, stepKey(s.Workflow, s.N)...)
+}
+
+func (t *Tx) spend(s Step) error {
+	if err := t.addOrderSpent(s.Args.Order, s.Args.Amount); err != nil {
+		return err
+	}
+	amount := binary.BigEndian.AppendUint64(nil, uint64(s.Args.Amount))
+	if err := t.bucket(bRepSpent).Put(timeKey(t.stepUser(s), s.ReservedAt, s), amount); err != nil {
+		return err
+	}
+	return t.bucket(bAgentSpent).Put(timeKey("", s.ReservedAt, s), amount)
+}
+
+func (t *Tx) unspend(s Step) error {
+	if err := t.addOrderSpent(s.Args.Order, -s.Args.Amount); err != nil {
+		return err
+	}
+	if err := t.bucket(bRepSpent).Delete(timeKey(t.stepUser(s), s.ReservedAt, s)); err != nil {
+		return err
+	}
+	return t.bucket(bAgentSpent).Delete(timeKey("", s.ReservedAt, s))
+}
+
+// stepUser is the rep a step spends for: the user of its workflow.
+func (t *Tx) stepUser(s Step) string {
+	w, err := t.Workflow(s.Workflow)
+	if err != nil {
+		return ""
+	}
+	return w.User
+}
+
+func (t *Tx) addOrderSpent(order string, delta money.Cents) error {
+	b := t.bucket(bOrderSpent)
+	total := t.OrderSpent(order) + delta
+	if total == 0 {
+		return b.Delete([]byte(order))
+	}
+	return b.Put([]byte(order), binary.BigEndian.AppendUint64(nil, uint64(total)))
+}
+
+// OrderSpent is the sum of refunds on order in a spent status.
+func (t *Tx) OrderSpent(order string) money.Cents {
+	raw := t.bucket(bOrderSpent).Get([]byte(order))
+	if raw == nil {
+		return 0
+	}
+	return money.Cents(binary.BigEndian.Uint64(raw))
+}
+
+// RepSpentSince is the sum of the rep's spent refunds reserved at or after since.
+func (t *Tx) RepSpentSince(rep string, since time.Time) money.Cents {
+	return sumSince(t.bucket(bRepSpent).Cursor(), rep, since)
+}
+
+// AgentSpentSince is the sum of all spent refunds reserved at or after since.
+func (t *Tx) AgentSpentSince(since time.Time) money.Cents {
+	return sumSince(t.bucket(bAgentSpent).Cursor(), "", since)
+}
+
+type cursor interface {
+	Seek([]byte) ([]byte, []byte)
+	Next() ([]byte, []byte)
+}
+
+func sumSince(c cursor, prefix string, since time.Time) money.Cents {
+	p := append([]byte(prefix), 0)
+	start := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(since.UnixNano()))
+	var total money.Cents
+	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		total += money.Cents(binary.BigEndian.Uint64(v))
+	}
+	return total
+}
