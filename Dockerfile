@@ -1,0 +1,15 @@
+# syntax=docker/dockerfile:1
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/countersign /usr/local/bin/countersign
+USER nonroot:nonroot
+VOLUME ["/data"]
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/countersign"]
+CMD ["serve", "--data", "/data", "--listen", ":8080"]

@@ -1,0 +1,36 @@
+// Package bundles holds the versioned policy bundles of countersign, embedded
+// in the binary so that `serve --dev` and `demo` run from any directory.
+//
+//   - p1 is the current policy (DESIGN.md's limits).
+//   - p2 is the seed's units mistake: refund_auto and refund_max written in
+//     dollars where the engine reads cents, so 100 times too large. It ships
+//     passing Rego tests (they pin their own limits) and the policy gate
+//     must still reject it.
+//   - p3 is p1's limits released as a new revision, the fix after p2.
+//
+// The .rego files of every bundle are copies of rego/, kept byte-identical
+// by a test; only .manifest and data.json differ between bundles.
+package bundles
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed all:p1 all:p2 all:p3
+var embedded embed.FS
+
+// Names lists the embedded bundles, oldest first.
+var Names = []string{"p1", "p2", "p3"}
+
+// FS returns the embedded bundles: one directory per name in Names, each a
+// standard OPA bundle directory.
+func FS() fs.FS { return embedded }
+
+// Open returns the directory of one embedded bundle.
+func Open(name string) (fs.FS, error) {
+	if _, err := fs.Stat(embedded, name+"/.manifest"); err != nil {
+		return nil, err
+	}
+	return fs.Sub(embedded, name)
+}

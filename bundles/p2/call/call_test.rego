@@ -1,0 +1,301 @@
+package countersign.call_test
+
+import data.countersign.call
+
+# The limits of bundle p1, set here so that these tests pin the rules and
+# not whatever data a bundle ships.
+limits := {
+	"refund_auto": 5000,
+	"refund_max": 50000,
+	"reship_approval_value": 30000,
+	"rep_daily": 100000,
+	"rep_window_seconds": 86400,
+	"agent_hourly": 300000,
+	"approval_ttl_seconds": 900,
+	"token_ttl_seconds": 60,
+}
+
+rep_ana := {
+	"id": "rep-ana", "role": "rep", "region": "EU",
+	"scopes": ["lookup", "refund", "reship"], "refund_ceiling": 50000,
+}
+
+rep_cy := {"id": "rep-cy", "role": "rep", "region": "EU", "scopes": ["lookup"], "refund_ceiling": 0}
+
+orders := {
+	"O-1001": {"id": "O-1001", "region": "EU", "customer": "customer-1", "paid": 12000, "status": "shipped"},
+	"O-1002": {"id": "O-1002", "region": "EU", "customer": "customer-2", "paid": 48000, "status": "shipped"},
+	"O-1003": {"id": "O-1003", "region": "US", "customer": "customer-3", "paid": 8000, "status": "shipped"},
+	"O-1005": {"id": "O-1005", "region": "EU", "customer": "customer-5", "paid": 6000, "status": "paid"},
+	# paid enough that R4 never masks the refund limits
+	"O-9000": {"id": "O-9000", "region": "EU", "customer": "customer-9", "paid": 100000, "status": "shipped"},
+}
+
+no_totals := {"order_refunded": 0, "rep_day": 0, "agent_hour": 0}
+
+refund(user, order_id, amount, totals) := {
+	"user": user,
+	"tool": "issue_refund",
+	"args": {"order": order_id, "amount": amount},
+	"order": orders[order_id],
+	"totals": totals,
+}
+
+reship(order) := {
+	"user": rep_ana,
+	"tool": "reship_order",
+	"args": {"order": order.id},
+	"order": order,
+	"totals": no_totals,
+}
+
+# replace sets one top-level field; object.union would merge nested objects.
+replace(obj, key, value) := object.union(object.remove(obj, [key]), {key: value})
+
+decide(call_input) := d if {
+	d := call.decision with input as call_input with data.countersign.limits as limits
+}
+
+allow := {"decision": "ALLOW", "rule": "default-allow-after-checks"}
+
+deny(rule) := {"decision": "DENY", "rule": rule}
+
+approval(rule) := {"decision": "REQUIRE_APPROVAL", "rule": rule}
+
+# --- the seed's decision table ---
+
+test_seed_small_refund_in_region if {
+	decide(refund(rep_ana, "O-1001", 3000, no_totals)) == allow
+}
+
+test_seed_above_auto_limit if {
+	decide(refund(rep_ana, "O-1002", 12000, no_totals)) == approval("R7-refund-needs-approval")
+}
+
+test_seed_above_maximum if {
+	decide(refund(rep_ana, "O-1002", 60000, no_totals)) == deny("R3-refund-over-ceiling")
+}
+
+test_seed_order_outside_region if {
+	decide(refund(rep_ana, "O-1003", 2000, no_totals)) == deny("R2-order-outside-region")
+}
+
+test_seed_scope_not_delegated if {
+	decide(refund(rep_cy, "O-1003", 2000, no_totals)) == deny("R1-scope-not-delegated")
+}
+
+test_seed_more_than_paid if {
+	decide(refund(rep_ana, "O-1001", 15000, no_totals)) == deny("R4-exceeds-amount-paid")
+}
+
+# --- R0 unknown user ---
+
+test_r0_user_missing if {
+	call_input := object.remove(refund(rep_ana, "O-1001", 3000, no_totals), ["user"])
+	decide(call_input) == deny("R0-unknown-user")
+}
+
+test_r0_user_null if {
+	decide(refund(null, "O-1001", 3000, no_totals)) == deny("R0-unknown-user")
+}
+
+test_r0_not_a_rep if {
+	lead := object.union(rep_ana, {"role": "lead"})
+	decide(refund(lead, "O-1001", 3000, no_totals)) == deny("R0-unknown-user")
+}
+
+test_r0_incomplete_user if {
+	every field in ["id", "region", "scopes"] {
+		decide(refund(object.remove(rep_ana, [field]), "O-1001", 3000, no_totals)) == deny("R0-unknown-user")
+	}
+}
+
+test_r0_empty_id if {
+	decide(refund(object.union(rep_ana, {"id": ""}), "O-1001", 3000, no_totals)) == deny("R0-unknown-user")
+}
+
+test_r0_scopes_not_a_list if {
+	decide(refund(object.union(rep_ana, {"scopes": "refund"}), "O-1001", 3000, no_totals)) == deny("R0-unknown-user")
+}
+
+# --- unknown tool, R1 ---
+
+test_unknown_tool_default_deny if {
+	call_input := object.union(refund(rep_ana, "O-1001", 3000, no_totals), {"tool": "delete_order"})
+	decide(call_input) == deny("default-deny")
+}
+
+test_missing_tool_default_deny if {
+	call_input := object.remove(refund(rep_ana, "O-1001", 3000, no_totals), ["tool"])
+	decide(call_input) == deny("default-deny")
+}
+
+test_r1_reship_not_delegated if {
+	call_input := replace(reship(orders["O-1001"]), "user", rep_cy)
+	decide(call_input) == deny("R1-scope-not-delegated")
+}
+
+# --- R2 order ---
+
+test_r2_order_missing if {
+	call_input := object.remove(refund(rep_ana, "O-1001", 3000, no_totals), ["order"])
+	decide(call_input) == deny("R2-order-outside-region")
+}
+
+test_r2_order_null if {
+	call_input := replace(refund(rep_ana, "O-1001", 3000, no_totals), "order", null)
+	decide(call_input) == deny("R2-order-outside-region")
+}
+
+test_r2_malformed_order if {
+	bad := [
+		object.union(orders["O-1001"], {"paid": "12000"}),
+		object.remove(orders["O-1001"], ["status"]),
+		object.union(orders["O-1001"], {"region": ""}),
+	]
+	every order in bad {
+		call_input := replace(refund(rep_ana, "O-1001", 3000, no_totals), "order", order)
+		decide(call_input) == deny("R2-order-outside-region")
+	}
+}
+
+test_lookup_in_region_allowed if {
+	call_input := replace(reship(orders["O-1001"]), "tool", "lookup_order")
+	decide(call_input) == allow
+}
+
+test_lookup_outside_region_denied if {
+	call_input := replace(reship(orders["O-1003"]), "tool", "lookup_order")
+	decide(call_input) == deny("R2-order-outside-region")
+}
+
+# --- R3 amount: $500.00 needs approval, $500.01 is denied ---
+
+test_r3_maximum_needs_approval if {
+	decide(refund(rep_ana, "O-9000", 50000, no_totals)) == approval("R7-refund-needs-approval")
+}
+
+test_r3_one_cent_over_maximum if {
+	decide(refund(rep_ana, "O-9000", 50001, no_totals)) == deny("R3-refund-over-ceiling")
+}
+
+test_r3_not_positive if {
+	every amount in [0, -1] {
+		decide(refund(rep_ana, "O-1001", amount, no_totals)) == deny("R3-refund-over-ceiling")
+	}
+}
+
+test_r3_mistyped_amount if {
+	every amount in ["3000", 30.5, null, true, [3000]] {
+		decide(refund(rep_ana, "O-1001", amount, no_totals)) == deny("R3-refund-over-ceiling")
+	}
+}
+
+test_r3_missing_amount if {
+	call_input := replace(refund(rep_ana, "O-1001", 3000, no_totals), "args", {"order": "O-1001"})
+	decide(call_input) == deny("R3-refund-over-ceiling")
+}
+
+test_missing_limits_deny if {
+	call_input := refund(rep_ana, "O-1001", 3000, no_totals)
+	d := call.decision with input as call_input with data.countersign.limits as {}
+	d == deny("R3-refund-over-ceiling")
+}
+
+# --- R4 amount paid: O-1001 paid $120.00 ---
+
+test_r4_exactly_the_remaining_amount if {
+	totals := object.union(no_totals, {"order_refunded": 7000})
+	decide(refund(rep_ana, "O-1001", 5000, totals)) == approval("R7-refund-needs-approval")
+}
+
+test_r4_one_cent_more_than_remaining if {
+	totals := object.union(no_totals, {"order_refunded": 7000})
+	decide(refund(rep_ana, "O-1001", 5001, totals)) == deny("R4-exceeds-amount-paid")
+}
+
+test_r4_whole_order_under_auto_limit if {
+	small := object.union(orders["O-1001"], {"paid": 4000})
+	call_input := replace(refund(rep_ana, "O-1001", 4000, no_totals), "order", small)
+	decide(call_input) == allow
+}
+
+test_r4_mistyped_or_missing_totals if {
+	every totals in [
+		null,
+		{"rep_day": 0, "agent_hour": 0},
+		object.union(no_totals, {"order_refunded": "0"}),
+		object.union(no_totals, {"order_refunded": -1}),
+	] {
+		decide(refund(rep_ana, "O-1001", 3000, totals)) == deny("R4-exceeds-amount-paid")
+	}
+}
+
+# --- R5 rep rolling day: $1,000.00 ---
+
+test_r5_day_lands_exactly_on_cap if {
+	totals := object.union(no_totals, {"rep_day": 95000})
+	decide(refund(rep_ana, "O-9000", 5000, totals)) == allow
+}
+
+test_r5_day_one_cent_over_cap if {
+	totals := object.union(no_totals, {"rep_day": 95001})
+	decide(refund(rep_ana, "O-9000", 5000, totals)) == deny("R5-rep-daily-cap")
+}
+
+test_r5_mistyped_day_total if {
+	every day in ["0", null, false] {
+		totals := object.union(no_totals, {"rep_day": day})
+		decide(refund(rep_ana, "O-9000", 5000, totals)) == deny("R5-rep-daily-cap")
+	}
+}
+
+# --- R6 agent hour: $3,000.00 ---
+
+test_r6_hour_lands_exactly_on_cap if {
+	totals := object.union(no_totals, {"agent_hour": 295000})
+	decide(refund(rep_ana, "O-9000", 5000, totals)) == allow
+}
+
+test_r6_hour_one_cent_over_cap if {
+	totals := object.union(no_totals, {"agent_hour": 295001})
+	decide(refund(rep_ana, "O-9000", 5000, totals)) == deny("R6-agent-hourly-cap")
+}
+
+test_r6_missing_hour_total if {
+	decide(refund(rep_ana, "O-9000", 5000, {"order_refunded": 0, "rep_day": 0})) == deny("R6-agent-hourly-cap")
+}
+
+# --- R7 auto limit $50.00, on the cumulative basis ---
+
+test_r7_at_auto_limit_allowed if {
+	decide(refund(rep_ana, "O-9000", 5000, no_totals)) == allow
+}
+
+test_r7_one_cent_over_auto_limit if {
+	decide(refund(rep_ana, "O-9000", 5001, no_totals)) == approval("R7-refund-needs-approval")
+}
+
+test_r7_split_refund_counts_prior_refunds if {
+	totals := object.union(no_totals, {"order_refunded": 3000})
+	decide(refund(rep_ana, "O-1001", 3000, totals)) == approval("R7-refund-needs-approval")
+}
+
+test_r7_prior_refunds_up_to_auto_limit if {
+	totals := object.union(no_totals, {"order_refunded": 2000})
+	decide(refund(rep_ana, "O-1001", 3000, totals)) == allow
+}
+
+# --- R8, R9 reshipment: approval above $300.00 paid ---
+
+test_r8_not_shipped if {
+	decide(reship(orders["O-1005"])) == deny("R8-order-not-shipped")
+}
+
+test_r9_paid_at_threshold_allowed if {
+	decide(reship(object.union(orders["O-1001"], {"paid": 30000}))) == allow
+}
+
+test_r9_paid_one_cent_over_threshold if {
+	decide(reship(object.union(orders["O-1001"], {"paid": 30001}))) == approval("R9-reship-needs-approval")
+}

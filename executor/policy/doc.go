@@ -1,0 +1,41 @@
+// Package policy is countersign's policy engine: OPA embedded in process,
+// the bundles it evaluates, and the gate every bundle passes before it
+// decides anything.
+//
+// # Decisions
+//
+// A bundle holds two Rego packages (see rego/ at the top of the module):
+// countersign.call decides a tool call (Allow, Deny or RequireApproval,
+// with the rule that matched) and countersign.approver decides whether a
+// person may approve a held call (allowed, or a Refusal code). The limits
+// are the bundle's data, in integer cents.
+//
+// Engine.Decide and Engine.CheckApprover evaluate queries prepared once
+// per bundle, with an input built directly as an OPA value and the
+// engine's clock as the evaluation time. The result is decoded into a
+// typed struct at this boundary. Anything unexpected (no active bundle, an
+// undefined result, a shape other than the documented one) is an error,
+// never an Allow: callers treat every error as a denial.
+//
+// # Bundles
+//
+// LoadDir, LoadFS, LoadFile and LoadArchive read a standard OPA bundle
+// (.manifest with a revision and rego_version 1, data.json, .rego files).
+// Uploads are bounded (MaxArchiveBytes, MaxUnpackedBytes, MaxFiles) and
+// their paths checked before OPA parses them. A bundle's digest is the
+// sha256 of its .tar.gz; a directory is first packed by Build, which is
+// deterministic, so the same files always have the same digest.
+// *_test.rego files are left out of the compiled policy and kept for the
+// gate.
+//
+// # The gate
+//
+// Check runs a candidate's own Rego tests with OPA's tester, and a pinned
+// table of boundary cases that ships in this package, not in bundles: a
+// bundle author can loosen a limit and write tests that pass, but cannot
+// change the cases. The Report lists every failing case as (case, amount,
+// expected, got). Engine.Activate swaps a bundle in atomically only if it
+// passes, records every attempt in a History, and leaves the active
+// bundle in force otherwise. A break-glass activation skips the gate with
+// a written reason and is recorded as such.
+package policy

@@ -1,0 +1,52 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the policy engine. Every error that stops a decision means the
+// caller must not act on the call: the engine never answers Allow with an
+// error, and a caller that gets an error treats the call as denied.
+var (
+	// ErrNoBundle means no bundle is active yet, so nothing can be decided.
+	// The sidecar answers 503 until one is.
+	ErrNoBundle = errors.New("policy: no active bundle")
+
+	// ErrUnexpectedResult means the active bundle answered with a result
+	// this engine does not understand: undefined, several results, or a
+	// shape other than the documented one. The call fails closed.
+	ErrUnexpectedResult = errors.New("policy: unexpected result from the bundle")
+
+	// ErrInvalidBundle means a bundle could not be read: not a gzip'd tar,
+	// an unsafe path, Rego that does not compile, a missing revision or
+	// limits that are missing or not whole positive numbers.
+	ErrInvalidBundle = errors.New("policy: invalid bundle")
+
+	// ErrBundleTooLarge means a bundle exceeds MaxArchiveBytes,
+	// MaxUnpackedBytes or MaxFiles. It is refused before it is parsed.
+	ErrBundleTooLarge = errors.New("policy: bundle too large")
+
+	// ErrGateFailed means a candidate failed its own Rego tests or the
+	// pinned boundary cases and was not activated. The error is a
+	// *GateError that carries the Report.
+	ErrGateFailed = errors.New("policy: bundle failed the gate")
+
+	// ErrReasonRequired means a break-glass activation came without a
+	// written reason.
+	ErrReasonRequired = errors.New("policy: break-glass activation needs a reason")
+)
+
+// GateError is the error of an activation the gate refused. It matches
+// ErrGateFailed with errors.Is; errors.As gives the Report with every failure.
+type GateError struct {
+	Report Report
+}
+
+func (e *GateError) Error() string {
+	return fmt.Sprintf("%v: revision %q: %d pinned case(s) and %d Rego test(s) failed",
+		ErrGateFailed, e.Report.Revision, len(e.Report.Failures()), len(e.Report.TestFailures))
+}
+
+// Unwrap makes errors.Is(err, ErrGateFailed) hold.
+func (e *GateError) Unwrap() error { return ErrGateFailed }

@@ -1,0 +1,134 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/countersign/countersign/executor/money"
+)
+
+// decide evaluates the call policy. The input is built as an ast.Value by
+// hand: EvalInput would round-trip a Go value through JSON on every call.
+func (b *Bundle) decide(ctx context.Context, in Input, now time.Time) (Result, error) {
+	rs, err := b.call.Eval(ctx, rego.EvalParsedInput(callInput(in)), rego.EvalTime(now))
+	if err != nil {
+		return Result{}, fmt.Errorf("policy: evaluate %s: %w", b.revision, err)
+	}
+	obj, err := single(rs, callQuery, b.revision)
+	if err != nil {
+		return Result{}, err
+	}
+	d, okD := obj["decision"].(string)
+	rule, okR := obj["rule"].(string)
+	if len(obj) != 2 || !okD || !okR || rule == "" || !Decision(d).valid() {
+		return Result{}, fmt.Errorf("%w: %s in revision %s returned %v", ErrUnexpectedResult, callQuery, b.revision, obj)
+	}
+	return Result{Decision: Decision(d), Rule: rule, Revision: b.revision}, nil
+}
+
+// checkApprover evaluates the approver policy; "" means allowed.
+func (b *Bundle) checkApprover(ctx context.Context, in ApproverInput, now time.Time) (Refusal, error) {
+	rs, err := b.approver.Eval(ctx, rego.EvalParsedInput(approverInput(in)), rego.EvalTime(now))
+	if err != nil {
+		return "", fmt.Errorf("policy: evaluate %s: %w", b.revision, err)
+	}
+	obj, err := single(rs, approverQuery, b.revision)
+	if err != nil {
+		return "", err
+	}
+	allowed, ok := obj["allowed"].(bool)
+	switch {
+	case ok && allowed && len(obj) == 1:
+		return "", nil
+	case ok && !allowed && len(obj) == 2:
+		if code, _ := obj["code"].(string); Refusal(code).valid() {
+			return Refusal(code), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s in revision %s returned %v", ErrUnexpectedResult, approverQuery, b.revision, obj)
+}
+
+// single unwraps the one object a query must produce; undefined, several
+// results or anything but an object is an unexpected result.
+func single(rs rego.ResultSet, query, revision string) (map[string]any, error) {
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, fmt.Errorf("%w: %s in revision %s is undefined or ambiguous (%d results)", ErrUnexpectedResult, query, revision, len(rs))
+	}
+	obj, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s in revision %s returned %T, not an object", ErrUnexpectedResult, query, revision, rs[0].Expressions[0].Value)
+	}
+	return obj, nil
+}
+
+func callInput(in Input) ast.Value {
+	user := ast.NullTerm()
+	if u := in.User; u != nil {
+		scopes := make([]*ast.Term, len(u.Scopes))
+		for i, s := range u.Scopes {
+			scopes[i] = str(s)
+		}
+		user = ast.ObjectTerm(
+			field("id", str(u.ID)),
+			field("role", str(u.Role)),
+			field("region", str(u.Region)),
+			field("scopes", ast.ArrayTerm(scopes...)),
+			field("refund_ceiling", cents(u.RefundCeiling)),
+		)
+	}
+	order := ast.NullTerm()
+	if o := in.Order; o != nil {
+		order = ast.ObjectTerm(
+			field("id", str(o.ID)),
+			field("region", str(o.Region)),
+			field("customer", str(o.Customer)),
+			field("paid", cents(o.Paid)),
+			field("status", str(o.Status)),
+		)
+	}
+	return ast.NewObject(
+		field("user", user),
+		field("tool", str(string(in.Tool))),
+		field("args", ast.ObjectTerm(
+			field("order", str(in.Args.Order)),
+			field("amount", cents(in.Args.Amount)),
+		)),
+		field("order", order),
+		field("totals", ast.ObjectTerm(
+			field("order_refunded", cents(in.Totals.OrderRefunded)),
+			field("rep_day", cents(in.Totals.RepDay)),
+			field("agent_hour", cents(in.Totals.AgentHour)),
+		)),
+	)
+}
+
+func approverInput(in ApproverInput) ast.Value {
+	return ast.NewObject(
+		field("approver", ast.ObjectTerm(
+			field("id", str(in.Approver.ID)),
+			field("role", str(in.Approver.Role)),
+			field("region", str(in.Approver.Region)),
+			field("approve_limit", cents(in.Approver.ApproveLimit)),
+		)),
+		field("requester", ast.ObjectTerm(
+			field("id", str(in.Requester.ID)),
+			field("region", str(in.Requester.Region)),
+		)),
+		field("tool", str(string(in.Tool))),
+		field("amount", cents(in.Amount)),
+		field("expires", seconds(in.Expires)),
+		field("now", seconds(in.Now)),
+	)
+}
+
+func field(key string, v *ast.Term) [2]*ast.Term { return [2]*ast.Term{ast.StringTerm(key), v} }
+
+func str(s string) *ast.Term { return ast.StringTerm(s) }
+
+func cents(c money.Cents) *ast.Term { return ast.IntNumberTerm(int(c)) }
+
+func seconds(t time.Time) *ast.Term { return ast.IntNumberTerm(int(t.Unix())) }

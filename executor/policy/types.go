@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// Decision is the outcome of the call policy.
+type Decision string
+
+// The three decisions. Anything else from a bundle is an unexpected result.
+const (
+	Allow           Decision = "ALLOW"
+	Deny            Decision = "DENY"
+	RequireApproval Decision = "REQUIRE_APPROVAL"
+)
+
+func (d Decision) valid() bool {
+	return d == Allow || d == Deny || d == RequireApproval
+}
+
+// Result is one decision, the rule that made it and the bundle revision
+// that answered, which the decision log records together.
+type Result struct {
+	Decision Decision `json:"decision"`
+	Rule     string   `json:"rule"`
+	Revision string   `json:"revision"`
+}
+
+// Input is what the call policy decides on: the rep's delegation, the
+// normalized call and the facts the engine read from the systems of record
+// and its own records. A nil User or Order is sent as null, which policy
+// denies (R0, R2).
+type Input struct {
+	User   *User
+	Tool   tool.Name
+	Args   tool.Args
+	Order  *Order
+	Totals Totals
+}
+
+// User is the delegation of the rep the agent works for, from their token.
+type User struct {
+	ID            string
+	Role          string
+	Region        string
+	Scopes        []string
+	RefundCeiling money.Cents
+}
+
+// Order is the order record as the order system returned it.
+type Order struct {
+	ID       string
+	Region   string
+	Customer string
+	Paid     money.Cents
+	Status   string
+}
+
+// Totals are the amounts already spent that the caps and the cumulative
+// threshold count. Steps done, started or unknown all count as spent.
+type Totals struct {
+	OrderRefunded money.Cents // refunds already on this order
+	RepDay        money.Cents // the rep's refunds in the rolling window
+	AgentHour     money.Cents // the agent's refunds in the last hour
+}
+
+// Limits are the numbers of a bundle, from data.countersign.limits. The
+// policy reads them itself; they are decoded here for the parts of the
+// system outside Rego (the rolling window, approval and token lifetimes).
+type Limits struct {
+	RefundAuto          money.Cents
+	RefundMax           money.Cents
+	ReshipApprovalValue money.Cents
+	RepDaily            money.Cents
+	RepWindow           time.Duration
+	AgentHourly         money.Cents
+	ApprovalTTL         time.Duration
+	TokenTTL            time.Duration
+}
+
+// ApproverInput is one attempt by a person to approve a held call.
+type ApproverInput struct {
+	Approver  Approver
+	Requester Requester
+	Tool      tool.Name
+	Amount    money.Cents
+	Expires   time.Time
+	Now       time.Time
+}
+
+// Approver is the person approving, from their own bearer token.
+type Approver struct {
+	ID           string
+	Role         string
+	Region       string
+	ApproveLimit money.Cents
+}
+
+// Requester is the rep whose call is held.
+type Requester struct {
+	ID     string
+	Region string
+}
+
+// Refusal is why the approver policy refused an approval. The codes are
+// the error codes of the API. The empty Refusal means the approval is allowed.
+type Refusal string
+
+// The refusals, in the order the approver policy checks them.
+const (
+	RequesterCannotApprove Refusal = "requester_cannot_approve"
+	ApproverNotLead        Refusal = "approver_not_lead"
+	ApprovalExpired        Refusal = "approval_expired"
+	ApproverOutsideRegion  Refusal = "approver_outside_region"
+	AboveApproverLimit     Refusal = "above_approver_limit"
+)
+
+func (r Refusal) valid() bool {
+	switch r {
+	case RequesterCannotApprove, ApproverNotLead, ApprovalExpired, ApproverOutsideRegion, AboveApproverLimit:
+		return true
+	}
+	return false
+}

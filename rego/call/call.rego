@@ -1,0 +1,125 @@
+# Package countersign.call decides one tool call an agent proposes.
+#
+# `decision` is the first rule that matches, read top to bottom, and names
+# that rule. Every denial is written as `not <positive predicate>`: a
+# predicate over missing or mistyped input is undefined, so its negation
+# holds and the call is denied instead of falling through to ALLOW.
+#
+# Money is integer cents. Limits come from the bundle's data
+# (data.countersign.limits), never from the input.
+package countersign.call
+
+# The scope a representative must have delegated for each tool. A tool that
+# is not listed is unknown and falls to the default deny.
+tool_scope := {
+	"lookup_order": "lookup",
+	"issue_refund": "refund",
+	"reship_order": "reship",
+}
+
+default decision := {"decision": "DENY", "rule": "default-deny"}
+
+decision := deny("R0-unknown-user") if {
+	not known_user
+} else := deny("default-deny") if {
+	not known_tool
+} else := deny("R1-scope-not-delegated") if {
+	not scope_delegated
+} else := deny("R2-order-outside-region") if {
+	not order_in_region
+} else := refund_decision if {
+	input.tool == "issue_refund"
+} else := reship_decision if {
+	input.tool == "reship_order"
+} else := allow if {
+	# Named, not a bare else: a tool that reaches this line without its own
+	# rules is denied by default, never allowed.
+	input.tool == "lookup_order"
+}
+
+# R3-R7 apply to refunds.
+refund_decision := deny("R3-refund-over-ceiling") if {
+	not amount_within_max
+} else := deny("R4-exceeds-amount-paid") if {
+	not within_amount_paid
+} else := deny("R5-rep-daily-cap") if {
+	not within_rep_daily_cap
+} else := deny("R6-agent-hourly-cap") if {
+	not within_agent_hourly_cap
+} else := require_approval("R7-refund-needs-approval") if {
+	not within_auto_refund
+} else := allow
+
+# R8-R9 apply to reshipments.
+reship_decision := deny("R8-order-not-shipped") if {
+	not input.order.status == "shipped"
+} else := require_approval("R9-reship-needs-approval") if {
+	not within_reship_auto
+} else := allow
+
+allow := {"decision": "ALLOW", "rule": "default-allow-after-checks"}
+
+deny(rule) := {"decision": "DENY", "rule": rule}
+
+require_approval(rule) := {"decision": "REQUIRE_APPROVAL", "rule": rule}
+
+# Each predicate below is one rule with its checks inline: every further
+# rule or function a decision consults costs microseconds, on every call.
+
+# A representative with an identity, a region and a list of delegated scopes.
+known_user if {
+	input.user.role == "rep"
+	is_string(input.user.id)
+	input.user.id != ""
+	is_string(input.user.region)
+	input.user.region != ""
+	is_array(input.user.scopes)
+}
+
+known_tool if tool_scope[input.tool]
+
+scope_delegated if tool_scope[input.tool] in input.user.scopes
+
+# R2 also stands for a well-formed order record: one with a status and a
+# number paid. Anything less is treated as no order.
+order_in_region if {
+	input.order.region == input.user.region
+	is_string(input.order.status)
+	is_number(input.order.paid)
+}
+
+# A whole number of cents above zero, at most the maximum.
+amount_within_max if {
+	is_number(input.args.amount)
+	round(input.args.amount) == input.args.amount
+	input.args.amount > 0
+	input.args.amount <= data.countersign.limits.refund_max
+}
+
+# The spent totals are compared with the room a limit leaves for this
+# amount (limit - amount), so no arithmetic touches an unchecked fact. The
+# lower bound refuses null and booleans, which sort below numbers; a string
+# sorts above every number and fails the upper bound.
+
+# Refunds already on the order count (here and in R7), so a refund split
+# into parts meets the same limits as one refund.
+within_amount_paid if {
+	input.totals.order_refunded >= 0
+	input.totals.order_refunded <= input.order.paid - input.args.amount
+}
+
+within_rep_daily_cap if {
+	input.totals.rep_day >= 0
+	input.totals.rep_day <= data.countersign.limits.rep_daily - input.args.amount
+}
+
+within_agent_hourly_cap if {
+	input.totals.agent_hour >= 0
+	input.totals.agent_hour <= data.countersign.limits.agent_hourly - input.args.amount
+}
+
+within_auto_refund if {
+	input.totals.order_refunded <= data.countersign.limits.refund_auto - input.args.amount
+}
+
+within_reship_auto if input.order.paid <= data.countersign.limits.reship_approval_value
