@@ -1,0 +1,294 @@
+package credential
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+)
+
+// Issuer is the iss claim of every actor token.
+const Issuer = "countersign"
+
+// DefaultTTL is the lifetime of an actor token when Options.TTL is zero.
+const DefaultTTL = 60 * time.Second
+
+// Options configure an Authority.
+type Options struct {
+	// Dir is the sidecar's data directory; keys live in Dir/keys. Required.
+	Dir string
+
+	// Clock returns the current time for iat and exp. Default time.Now.
+	Clock func() time.Time
+
+	// TTL is the lifetime of a token (exp - iat), in whole seconds.
+	// Default DefaultTTL (60 s).
+	TTL time.Duration
+
+	// Logger receives key loads, creations and raises. Default: discard.
+	Logger *slog.Logger
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("Dir is required (keys are kept under Dir/keys)"))
+	}
+	if o.TTL < 0 || o.TTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("TTL %s must be a positive whole number of seconds (JWT times have one-second resolution)", o.TTL))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Authority mints actor tokens with the current epoch's key and publishes
+// that key. It is safe for concurrent use; Mint never blocks on Raise.
+type Authority struct {
+	dir   string // Dir/keys
+	clock func() time.Time
+	ttl   int64 // seconds
+	log   *slog.Logger
+
+	cur     atomic.Pointer[signer]
+	raiseMu sync.Mutex // one Raise at a time
+}
+
+// signer is one epoch's key material. It is immutable once built, so Mint
+// reads it without a lock and Raise swaps it whole.
+type signer struct {
+	epoch int
+	kid   string
+	key   jwk.Key // private, carries kid, alg and use
+	jwks  []byte  // the public JWKS document with only this key
+}
+
+// Open loads the highest persisted epoch under opts.Dir/keys, or creates
+// epoch 1 with a fresh Ed25519 key when none exists.
+func Open(opts Options) (*Authority, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Authority{
+		dir:   filepath.Join(opts.Dir, "keys"),
+		clock: opts.Clock,
+		ttl:   int64(opts.TTL / time.Second),
+		log:   opts.Logger.With("component", "credential"),
+	}
+	if err := prepareKeyDir(a.dir); err != nil {
+		return nil, err
+	}
+	epoch, key, err := loadHighest(a.dir, a.log)
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		epoch = 1
+		if key, err = generateKey(epoch); err != nil {
+			return nil, err
+		}
+		if err := persistKey(a.dir, epoch, key); err != nil {
+			return nil, err
+		}
+		a.log.Info("created signing key", "epoch", epoch, "kid", kidFor(epoch))
+	} else {
+		a.log.Info("loaded signing key", "epoch", epoch, "kid", kidFor(epoch))
+	}
+	s, err := newSigner(epoch, key)
+	if err != nil {
+		return nil, err
+	}
+	a.cur.Store(s)
+	return a, nil
+}
+
+func newSigner(epoch int, key jwk.Key) (*signer, error) {
+	pub, err := key.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key of epoch %d: %w", ErrKeyStore, epoch, err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(pub); err != nil {
+		return nil, fmt.Errorf("%w: JWKS of epoch %d: %w", ErrKeyStore, epoch, err)
+	}
+	doc, err := json.Marshal(set)
+	if err != nil {
+		return nil, fmt.Errorf("%w: JWKS of epoch %d: %w", ErrKeyStore, epoch, err)
+	}
+	return &signer{epoch: epoch, kid: kidFor(epoch), key: key, jwks: doc}, nil
+}
+
+// kidFor is the key id of an epoch, which receivers parse back to N.
+func kidFor(epoch int) string { return fmt.Sprintf("epoch-%d", epoch) }
+
+// Epoch returns the current credential epoch.
+func (a *Authority) Epoch() int { return a.cur.Load().epoch }
+
+// Raise generates and persists the next epoch's key, then switches minting
+// and the published JWKS to it; every token minted before no longer
+// verifies. It returns the new epoch. If persisting fails, nothing changes.
+func (a *Authority) Raise(ctx context.Context) (int, error) {
+	a.raiseMu.Lock()
+	defer a.raiseMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	old := a.cur.Load()
+	next := old.epoch + 1
+	key, err := generateKey(next)
+	if err != nil {
+		return 0, err
+	}
+	if err := persistKey(a.dir, next, key); err != nil {
+		return 0, err
+	}
+	s, err := newSigner(next, key)
+	if err != nil {
+		return 0, err
+	}
+	a.cur.Store(s)
+	a.log.Warn("credential epoch raised: tokens of earlier epochs no longer verify",
+		"epoch", next, "kid", s.kid, "previous", old.epoch)
+	removeOlder(a.dir, next, a.log)
+	return next, nil
+}
+
+// payload is the JSON of an actor token. A struct rather than a jwt.Token
+// keeps every claim's JSON type fixed: aud a single string, max and epoch
+// integers, act an object.
+type payload struct {
+	Iss   string      `json:"iss"`
+	Sub   string      `json:"sub"`
+	Act   actor       `json:"act"`
+	Aud   string      `json:"aud"`
+	Scope string      `json:"scope"`
+	Max   money.Cents `json:"max"`
+	Call  string      `json:"call"`
+	JTI   string      `json:"jti"`
+	IAT   int64       `json:"iat"`
+	Exp   int64       `json:"exp"`
+	Epoch int         `json:"epoch"`
+}
+
+type actor struct {
+	Sub string `json:"sub"`
+}
+
+// Mint returns a signed actor token (JWS compact) for one dispatch attempt,
+// with the current epoch's key. Every attempt needs its own token: jti is
+// fresh each time.
+func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	s := a.cur.Load()
+	iat := a.clock().Unix()
+	body, err := json.Marshal(payload{
+		Iss:   Issuer,
+		Sub:   c.Subject,
+		Act:   actor{Sub: c.Agent},
+		Aud:   c.Audience,
+		Scope: c.Scope,
+		Max:   c.Max,
+		Call:  c.Call,
+		JTI:   rand.Text(),
+		IAT:   iat,
+		Exp:   iat + a.ttl,
+		Epoch: s.epoch,
+	})
+	if err != nil {
+		return "", fmt.Errorf("credential: encode claims: %w", err)
+	}
+	hdr := jws.NewHeaders()
+	if err := hdr.Set(jws.TypeKey, "JWT"); err != nil {
+		return "", fmt.Errorf("credential: header: %w", err)
+	}
+	// Signing with the jwk.Key (not the raw ed25519 key) puts its kid,
+	// "epoch-N", into the protected header.
+	tok, err := jws.Sign(body, jws.WithKey(jwa.EdDSA(), s.key, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		return "", fmt.Errorf("credential: sign with %s: %w", s.kid, err)
+	}
+	return string(tok), nil
+}
+
+func (c Claims) validate() error {
+	switch {
+	case c.Subject == "":
+		return &ClaimError{Claim: "sub", Reason: "is empty: name the representative whose authority is used"}
+	case c.Agent == "":
+		return &ClaimError{Claim: "act", Reason: "is empty: name the agent acting for the representative"}
+	case c.Audience == "":
+		return &ClaimError{Claim: "aud", Reason: `is empty: name the one system of record ("ledger" or "orders")`}
+	case c.Scope == "":
+		return &ClaimError{Claim: "scope", Reason: "is empty: name the one operation the token allows"}
+	case c.Call == "":
+		return &ClaimError{Claim: "call", Reason: "is empty: bind the token to the call hash of the exact call"}
+	case c.Max < 0:
+		return &ClaimError{Claim: "max", Reason: fmt.Sprintf("is negative (%d cents)", int64(c.Max))}
+	}
+	return nil
+}
+
+// JWKS returns the public key set with only the current epoch's key. The
+// set is the caller's own copy.
+func (a *Authority) JWKS() jwk.Set {
+	set, err := jwk.Parse(a.cur.Load().jwks)
+	if err != nil {
+		// The document was produced by json.Marshal of a valid set in
+		// newSigner; failing to parse it back is a bug in jwx or here.
+		panic(fmt.Sprintf("credential: parse own JWKS: %v", err))
+	}
+	return set
+}
+
+// JWKSJSON returns the JWKS document the sidecar serves at
+// /.well-known/jwks.json: {"keys":[{kty OKP, crv Ed25519, kid, alg EdDSA,
+// use sig, x}]}.
+func (a *Authority) JWKSJSON() ([]byte, error) {
+	return bytes.Clone(a.cur.Load().jwks), nil
+}
+
+// JWKSHandler serves JWKSJSON. Receivers re-fetch it often (a raised epoch
+// must bite at once), so it is marked not cacheable.
+func (a *Authority) JWKSHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			_, _ = w.Write([]byte(`{"error":{"code":"method_not_allowed","message":"use GET to read the JWKS"}}`))
+			return
+		}
+		doc := a.cur.Load().jwks
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = w.Write(doc)
+	})
+}

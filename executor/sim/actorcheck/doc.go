@@ -1,0 +1,62 @@
+// Package actorcheck is the receiving side of countersign's actor tokens: the
+// check that a system of record (the simulated ledger and order system) runs
+// on every request before it acts.
+//
+// It is deliberately independent of the sidecar. It imports nothing of
+// countersign's engine, credential minter or tool catalog; it knows only the
+// token format, the published JWKS URL and the formula of the call binding,
+// exactly as a real downstream system would. That independence is the point:
+// a wrong policy in the sidecar is still bounded by what the receiver checks
+// here.
+//
+// # The order of the checks
+//
+// A token is refused with the first reason that applies, in this order. The
+// first group (401) needs only the token; the second (403) needs the request.
+//
+//	401 token_missing      no Authorization header, or not "Bearer <token>"
+//	401 token_malformed    not three base64url parts, or a header or payload
+//	                       that does not decode as a JSON object of the
+//	                       expected shape
+//	401 alg_not_allowed    header alg is not EdDSA (none, HS256, RS256 ...)
+//	401 not_actor_token    the unverified payload has no act claim, or its
+//	                       iss is not "countersign" (a person's token)
+//	401 epoch_revoked      kid "epoch-N" with N below the JWKS's current epoch
+//	401 unknown_kid        kid not in the JWKS, even after one refresh
+//	401 bad_signature      the signature does not verify with the kid's key
+//	401 exp_missing        no exp claim
+//	401 token_expired      exp <= now
+//	403 wrong_audience     aud is not this system
+//	403 wrong_scope        scope is not this operation's
+//	403 call_mismatch      call claim differs from the binding of THIS request
+//	403 amount_above_max   a refund amount above the max claim
+//
+// Refusing on unverified data (alg, act, iss, kid) is safe: only acceptance
+// needs a verified signature, and every accepted token has one.
+// [Verifier.Verify] runs the 401 group, [Claims.Authorize] the 403 group, and
+// [Verifier.Check] both. A refusal is a *[Refusal] carrying the status, the
+// stable code and a message for a person.
+//
+// # The call binding
+//
+// A token names the one call it was minted for:
+//
+//	call = hex(sha256(tool + "\n" + canonical JSON of the arguments))
+//
+// where the canonical JSON is an object with its keys sorted and no white
+// space: issue_refund {"amount":3000,"order":"O-1001"}, lookup_order and
+// reship_order {"order":"O-1001"}, reverse_refund {"entry":"L3"}. The
+// receiver recomputes it from the request it actually received ([RefundCall],
+// [OrderCall], [ReversalCall]), so a token minted for $30 on O-1001 does not
+// pay $300, nor anything on O-1002.
+//
+// # Keys and epochs
+//
+// The sidecar publishes only the current epoch's public key, with kid
+// "epoch-N". The verifier fetches that JWKS and keeps it for
+// [Options.MaxAge] (0: fetch on every request, so a raised epoch bites at
+// once); a kid it does not know triggers one refresh, rate limited by
+// [Options.MinRefreshInterval] so a stream of invented kids cannot turn the
+// receiver into a fetch loop against the sidecar. A JWKS that cannot be
+// fetched fails closed: the request is not served ([ErrKeysUnavailable]).
+package actorcheck

@@ -1,0 +1,195 @@
+// Package fault injects the failures of a system of record that countersign
+// must survive or detect: a response lost after the commit, a slow answer,
+// a write acknowledged and then lost, an adapter bug that records a wrong
+// amount. The crash matrix, the dispatch retry tests and the reconciliation
+// classes are built on them.
+//
+// Faults are counters, never on by default. Each write that a fault affects
+// consumes one unit of that fault's counter: lose_write and wrong_amount
+// affect new writes only, lose_response also a replayed answer to a
+// repeated idempotency key (it is the answer that gets lost). The delay
+// applies to every request while it is set. They are set from Go ([Injector.Set]), over HTTP
+// (PUT /_sim/faults with the JSON of [Faults]; GET returns the current
+// counters) or by flags of the sim command.
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/executor/sim/simhttp"
+)
+
+// Faults are the pending fault counters.
+type Faults struct {
+	// LoseResponse: commit the write (or look up the replay), then close
+	// the connection without answering; the client sees EOF and cannot
+	// know whether the write happened.
+	LoseResponse int `json:"lose_response"`
+	// DelayMS: wait this many milliseconds before answering every request
+	// (except the /_sim/ admin endpoints). Not a counter.
+	DelayMS int `json:"delay_ms"`
+	// LoseWrite: answer 201 as if committed but keep nothing (the storage
+	// acknowledged and then lost the write).
+	LoseWrite int `json:"lose_write"`
+	// WrongAmount (ledger only): record amount/10 instead of the requested
+	// amount, as an adapter with a units bug would.
+	WrongAmount int `json:"wrong_amount"`
+}
+
+// Effects are the faults one write is subject to.
+type Effects struct {
+	LoseResponse bool
+	LoseWrite    bool
+	WrongAmount  bool
+}
+
+// Injector holds the counters of one system. The zero value injects
+// nothing; it is safe for concurrent use.
+type Injector struct {
+	// NoWrongAmount makes Set refuse a wrong_amount counter (systems
+	// that record no amounts).
+	NoWrongAmount bool
+
+	mu sync.Mutex
+	f  Faults
+}
+
+// ErrInvalid is returned by Set for counters it cannot apply.
+var ErrInvalid = errors.New("fault: invalid counters")
+
+// Set replaces the counters.
+func (i *Injector) Set(f Faults) error {
+	if f.LoseResponse < 0 || f.DelayMS < 0 || f.LoseWrite < 0 || f.WrongAmount < 0 {
+		return fmt.Errorf("%w: counters cannot be negative: %+v", ErrInvalid, f)
+	}
+	if i.NoWrongAmount && f.WrongAmount != 0 {
+		return fmt.Errorf("%w: wrong_amount applies to the ledger only", ErrInvalid)
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.f = f
+	return nil
+}
+
+// Get returns the current counters.
+func (i *Injector) Get() Faults {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.f
+}
+
+// Delay waits out the delay fault, or until ctx ends.
+func (i *Injector) Delay(ctx context.Context) error {
+	d := time.Duration(i.Get().DelayMS) * time.Millisecond
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Take consumes one unit of each pending counter for one new write and
+// reports which faults apply to it. amounts says whether the write records
+// a requested amount (only those consume wrong_amount).
+func (i *Injector) Take(amounts bool) Effects {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var e Effects
+	if i.f.LoseResponse > 0 {
+		i.f.LoseResponse--
+		e.LoseResponse = true
+	}
+	if i.f.LoseWrite > 0 {
+		i.f.LoseWrite--
+		e.LoseWrite = true
+	}
+	if amounts && i.f.WrongAmount > 0 {
+		i.f.WrongAmount--
+		e.WrongAmount = true
+	}
+	return e
+}
+
+// TakeReplay consumes lose_response for an answer that replays a recorded
+// write; the other faults do not apply to it.
+func (i *Injector) TakeReplay() Effects {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var e Effects
+	if i.f.LoseResponse > 0 {
+		i.f.LoseResponse--
+		e.LoseResponse = true
+	}
+	return e
+}
+
+// DropResponse closes the client's connection without writing a response:
+// the lose-response fault. It returns simhttp.ErrAnswered so a handler can
+// return it directly.
+func DropResponse(w http.ResponseWriter) error {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return fmt.Errorf("fault: dropping the response: %w", err)
+	}
+	if err := conn.Close(); err != nil {
+		return fmt.Errorf("fault: dropping the response: %w", err)
+	}
+	return simhttp.ErrAnswered
+}
+
+// Routes serves GET and PUT /_sim/faults on rt.
+func (i *Injector) Routes(rt *simhttp.Router) {
+	rt.Handle(http.MethodGet, "/_sim/faults", func(w http.ResponseWriter, _ *http.Request) error {
+		simhttp.WriteJSON(w, http.StatusOK, i.Get())
+		return nil
+	})
+	rt.Handle(http.MethodPut, "/_sim/faults", func(w http.ResponseWriter, r *http.Request) error {
+		body, err := simhttp.ReadBody(w, r)
+		if err != nil {
+			return err
+		}
+		f, err := Decode(body)
+		if err != nil {
+			return err
+		}
+		if err := i.Set(f); err != nil {
+			return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "%v", err)
+		}
+		simhttp.WriteJSON(w, http.StatusOK, i.Get())
+		return nil
+	})
+}
+
+// Decode reads the JSON of Faults strictly; absent counters are zero.
+func Decode(body []byte) (Faults, error) {
+	fields, err := simhttp.Object(body, false)
+	if err != nil {
+		return Faults{}, err
+	}
+	var f Faults
+	for _, c := range []struct {
+		name string
+		dst  *int
+	}{
+		{"lose_response", &f.LoseResponse},
+		{"delay_ms", &f.DelayMS},
+		{"lose_write", &f.LoseWrite},
+		{"wrong_amount", &f.WrongAmount},
+	} {
+		if *c.dst, err = fields.Count(c.name); err != nil {
+			return Faults{}, err
+		}
+	}
+	return f, fields.Done()
+}

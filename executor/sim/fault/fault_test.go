@@ -1,0 +1,70 @@
+package fault_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/executor/sim/fault"
+)
+
+func TestCountersAreConsumedPerWrite(t *testing.T) {
+	var i fault.Injector
+	if got := i.Take(true); got != (fault.Effects{}) {
+		t.Fatalf("the zero Injector injected %+v", got)
+	}
+	if err := i.Set(fault.Faults{LoseResponse: 2, LoseWrite: 1, WrongAmount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		take func() fault.Effects
+		want fault.Effects
+	}{
+		{func() fault.Effects { return i.Take(false) }, fault.Effects{LoseResponse: true, LoseWrite: true}},
+		{i.TakeReplay, fault.Effects{LoseResponse: true}},
+		{func() fault.Effects { return i.Take(true) }, fault.Effects{WrongAmount: true}},
+		{func() fault.Effects { return i.Take(true) }, fault.Effects{}},
+	}
+	for n, s := range steps {
+		if got := s.take(); got != s.want {
+			t.Fatalf("write %d: %+v, want %+v", n+1, got, s.want)
+		}
+	}
+	if f := i.Get(); f != (fault.Faults{}) {
+		t.Fatalf("left %+v", f)
+	}
+}
+
+func TestSetValidates(t *testing.T) {
+	i := fault.Injector{NoWrongAmount: true}
+	for _, f := range []fault.Faults{{LoseResponse: -1}, {DelayMS: -1}, {WrongAmount: 1}} {
+		if err := i.Set(f); !errors.Is(err, fault.ErrInvalid) {
+			t.Errorf("Set(%+v) = %v", f, err)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	f, err := fault.Decode([]byte(`{"lose_response":1,"delay_ms":250}`))
+	if err != nil || f != (fault.Faults{LoseResponse: 1, DelayMS: 250}) {
+		t.Fatalf("%+v %v", f, err)
+	}
+	for _, body := range []string{`{"lose_response":"1"}`, `{"delay":1}`, `{"lose_write":1}x`, `[]`} {
+		if _, err := fault.Decode([]byte(body)); err == nil {
+			t.Errorf("%s decoded", body)
+		}
+	}
+}
+
+func TestDelayEndsWithContext(t *testing.T) {
+	var i fault.Injector
+	if err := i.Set(fault.Faults{DelayMS: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := i.Delay(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Delay = %v", err)
+	}
+}

@@ -1,0 +1,47 @@
+// Package ledger is the simulated payments ledger: a small HTTP server with
+// its state in its own bbolt file, standing in for the system of record that
+// countersign's refunds land in. It is shipped for the demo and the tests,
+// and behaves the same in process (serve --dev) and alone
+// (countersign sim ledger).
+//
+// Like a real downstream system it trusts nothing the sidecar's engine
+// believes. It verifies every actor token itself (package actorcheck)
+// against the sidecar's published JWKS, and it imports nothing of the
+// sidecar or the engine.
+//
+// # Endpoints
+//
+//	POST /refunds            {"order","amount"} + Idempotency-Key, actor token
+//	                         aud ledger, scope refund, call issue_refund
+//	GET  /refunds?key=K      the entry recorded under key K (404 not_found)
+//	GET  /entries            {"entries":[...]} in id order
+//	POST /reversals          {"entry":"L3"} (+ Idempotency-Key), actor token
+//	                         aud ledger, scope reverse, call reverse_refund
+//	POST /_sim/external-entries  {"order","amount","by"}: a finance clerk's
+//	                         entry, made outside the sidecar (no token)
+//	GET|PUT /_sim/faults     the fault counters (package fault)
+//
+// Every error is {"error":{"code","message"}}. Bodies are decoded strictly:
+// one JSON object, no unknown or duplicate fields, no trailing data, amounts
+// as positive integer cents (400 malformed_json, 422 unknown_field or
+// invalid_field, 413 body_too_large).
+//
+// # Idempotency
+//
+// Keys work as Stripe's do. The first request with a key records its entry
+// and the key together; the same key with the same parameters answers the
+// recorded entry again with 200 and "Idempotent-Replayed: true"; the same
+// key with other parameters is 409 idempotency_key_reused. The key lookup
+// and the insert happen in one bbolt write transaction, so concurrent
+// requests with one key make one entry. Keys never expire here (real
+// services expire them; see the seed's "what remains unsolved"). Without a
+// key every request makes an entry.
+//
+// # Entries
+//
+// Entries are numbered L1, L2 ... Kinds: "refund" (by the token's sub, with
+// the agent from act.sub), "reversal" (a new entry that points at the refund
+// it reverses; a refund is reversed at most once, 409 already_reversed) and
+// "external" (a person's entry that no agent step made, which
+// reconciliation reports as ledger_entry_without_step).
+package ledger

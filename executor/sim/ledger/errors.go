@@ -1,0 +1,18 @@
+package ledger
+
+import "errors"
+
+// Error codes of the ledger's answers beyond those of actorcheck and
+// simhttp.
+const (
+	// CodeKeyReused: 409, the Idempotency-Key was used with other
+	// parameters.
+	CodeKeyReused = "idempotency_key_reused"
+	// CodeAlreadyReversed: 409, the entry already has a reversal.
+	CodeAlreadyReversed = "already_reversed"
+	// CodeNotReversible: 409, the entry is itself a reversal.
+	CodeNotReversible = "not_reversible"
+)
+
+// ErrNotFound: no entry for the key asked for.
+var ErrNotFound = errors.New("ledger: not found")

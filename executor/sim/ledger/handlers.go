@@ -1,0 +1,252 @@
+package ledger
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"github.com/countersign/countersign/executor/sim/actorcheck"
+	"github.com/countersign/countersign/executor/sim/fault"
+	"github.com/countersign/countersign/executor/sim/simhttp"
+)
+
+var (
+	orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
+	entryID = regexp.MustCompile(`^L[1-9][0-9]{0,18}$`)
+)
+
+// Header names of the idempotency protocol.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+)
+
+// MaxKeyBytes bounds an Idempotency-Key, as Stripe does.
+const MaxKeyBytes = 255
+
+func (s *Server) routes() {
+	rt := s.router
+	rt.Handle(http.MethodPost, "/refunds", s.postRefund)
+	rt.Handle(http.MethodGet, "/refunds", s.getRefund)
+	rt.Handle(http.MethodGet, "/entries", s.getEntries)
+	rt.Handle(http.MethodPost, "/reversals", s.postReversal)
+	rt.Handle(http.MethodPost, "/_sim/external-entries", s.postExternal)
+	s.faults.Routes(rt)
+}
+
+// refundRequest is a decoded POST /refunds.
+type refundRequest struct {
+	Order  string
+	Amount int64
+	Key    string
+}
+
+// call is the binding a token for this refund must carry.
+func (q refundRequest) call() string { return actorcheck.RefundCall(q.Order, q.Amount) }
+
+// fingerprint is what the idempotency key binds: the operation and its
+// canonical parameters.
+func (q refundRequest) fingerprint() string {
+	return "refund " + q.Order + " " + strconv.FormatInt(q.Amount, 10)
+}
+
+// decodeRefund reads a refund request strictly: the body must be exactly
+// {"order": "O-<digits>", "amount": <positive integer cents>} and at most
+// one Idempotency-Key header may be present.
+func decodeRefund(body []byte, keys []string) (refundRequest, error) {
+	var q refundRequest
+	key, err := idempotencyKey(keys)
+	if err != nil {
+		return q, err
+	}
+	f, err := simhttp.Object(body, false)
+	if err != nil {
+		return q, err
+	}
+	if q.Order, err = f.String("order", orderID); err != nil {
+		return q, err
+	}
+	if q.Amount, err = f.Cents("amount"); err != nil {
+		return q, err
+	}
+	q.Key = key
+	return q, f.Done()
+}
+
+// idempotencyKey accepts no key or one key of 1 to 255 printable ASCII
+// characters.
+func idempotencyKey(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", simhttp.Errorf(http.StatusBadRequest, simhttp.CodeInvalidKey, "send at most one Idempotency-Key header")
+	}
+	k := values[0]
+	if k == "" || len(k) > MaxKeyBytes {
+		return "", simhttp.Errorf(http.StatusBadRequest, simhttp.CodeInvalidKey, "Idempotency-Key must be 1 to %d characters", MaxKeyBytes)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", simhttp.Errorf(http.StatusBadRequest, simhttp.CodeInvalidKey, "Idempotency-Key must be printable ASCII")
+		}
+	}
+	return k, nil
+}
+
+func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) error {
+	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	q, err := decodeRefund(body, r.Header.Values(HeaderIdempotencyKey))
+	if err != nil {
+		return err
+	}
+	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Amount: q.Amount}); err != nil {
+		return err
+	}
+	out, err := s.commit(write{
+		entry:       Entry{Kind: KindRefund, Order: q.Order, Amount: q.Amount, Key: q.Key, By: claims.Subject, Agent: claims.Agent},
+		key:         q.Key,
+		fingerprint: q.fingerprint(),
+		faulty:      true,
+	})
+	if err != nil {
+		return err
+	}
+	return s.answer(w, out)
+}
+
+// reversalRequest is a decoded POST /reversals.
+type reversalRequest struct {
+	Entry string
+	Key   string
+}
+
+func decodeReversal(body []byte, keys []string) (reversalRequest, error) {
+	var q reversalRequest
+	key, err := idempotencyKey(keys)
+	if err != nil {
+		return q, err
+	}
+	f, err := simhttp.Object(body, false)
+	if err != nil {
+		return q, err
+	}
+	if q.Entry, err = f.String("entry", entryID); err != nil {
+		return q, err
+	}
+	q.Key = key
+	return q, f.Done()
+}
+
+func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
+	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	q, err := decodeReversal(body, r.Header.Values(HeaderIdempotencyKey))
+	if err != nil {
+		return err
+	}
+	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReverse, Call: actorcheck.ReversalCall(q.Entry)}); err != nil {
+		return err
+	}
+	// The order and amount are the reversed entry's; commit fills them in
+	// under the same transaction that checks it.
+	out, err := s.commit(write{
+		entry:       Entry{Kind: KindReversal, Reverses: q.Entry, Key: q.Key, By: claims.Subject, Agent: claims.Agent},
+		key:         q.Key,
+		fingerprint: "reversal " + q.Entry,
+		faulty:      true,
+	})
+	if err != nil {
+		return err
+	}
+	return s.answer(w, out)
+}
+
+// answer writes the outcome of a write: nothing at all under the
+// lose-response fault, else 200 for a replay and 201 for a new entry.
+func (s *Server) answer(w http.ResponseWriter, out outcome) error {
+	switch {
+	case out.effects.LoseResponse:
+		s.log.Warn("fault: lose_response", "entry", out.entry.ID, "replay", out.replayed)
+		return fault.DropResponse(w)
+	case out.replayed:
+		w.Header().Set(HeaderReplayed, "true")
+		simhttp.WriteJSON(w, http.StatusOK, out.entry)
+		return nil
+	default:
+		simhttp.WriteJSON(w, http.StatusCreated, out.entry)
+		return nil
+	}
+}
+
+func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r.URL.Query()["key"])
+	if err != nil || key == "" {
+		return simhttp.Errorf(http.StatusBadRequest, simhttp.CodeInvalidKey, "ask for one entry with ?key=<Idempotency-Key>")
+	}
+	e, err := s.ByKey(key)
+	if errors.Is(err, ErrNotFound) {
+		return simhttp.Errorf(http.StatusNotFound, simhttp.CodeNotFound, "no entry under key %q", key)
+	}
+	if err != nil {
+		return err
+	}
+	simhttp.WriteJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) getEntries(w http.ResponseWriter, _ *http.Request) error {
+	all, err := s.Entries()
+	if err != nil {
+		return err
+	}
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"entries": all})
+	return nil
+}
+
+func (s *Server) postExternal(w http.ResponseWriter, r *http.Request) error {
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	f, err := simhttp.Object(body, false)
+	if err != nil {
+		return err
+	}
+	order, err := f.String("order", orderID)
+	if err != nil {
+		return err
+	}
+	amount, err := f.Cents("amount")
+	if err != nil {
+		return err
+	}
+	by, err := f.String("by", nil)
+	if err != nil {
+		return err
+	}
+	if err := f.Done(); err != nil {
+		return err
+	}
+	e, err := s.AddExternal(order, amount, by)
+	if err != nil {
+		return err
+	}
+	simhttp.WriteJSON(w, http.StatusCreated, e)
+	return nil
+}

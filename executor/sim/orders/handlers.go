@@ -1,0 +1,160 @@
+package orders
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/countersign/countersign/executor/sim/actorcheck"
+	"github.com/countersign/countersign/executor/sim/fault"
+	"github.com/countersign/countersign/executor/sim/simhttp"
+)
+
+func (s *Server) routes() {
+	rt := s.router
+	rt.Handle(http.MethodGet, "/orders/{id}", s.getOrder)
+	rt.Handle(http.MethodPost, "/orders/{id}/shipments", s.postShipment)
+	rt.Handle(http.MethodGet, "/orders/{id}/shipments", s.getShipments)
+	rt.Handle(http.MethodGet, "/shipments", s.getAllShipments)
+	rt.Handle(http.MethodPost, "/_sim/orders", s.postOrder)
+	rt.Handle(http.MethodPost, "/_sim/external-shipments", s.postExternal)
+	s.faults.Routes(rt)
+}
+
+// notFound maps ErrNotFound to a 404 answer.
+func notFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return simhttp.Errorf(http.StatusNotFound, simhttp.CodeNotFound, "%v", err)
+	}
+	return err
+}
+
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	want := actorcheck.Want{Audience: Audience, Scope: ScopeLookup, Call: actorcheck.OrderCall(actorcheck.ToolLookupOrder, id)}
+	if _, err := s.verifier.Check(r.Context(), r.Header.Get("Authorization"), want); err != nil {
+		return err
+	}
+	o, err := s.Order(id)
+	if err != nil {
+		return notFound(err)
+	}
+	simhttp.WriteJSON(w, http.StatusOK, o)
+	return nil
+}
+
+func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	f, err := simhttp.Object(body, true) // the order is in the path; the body is empty or {}
+	if err != nil {
+		return err
+	}
+	if err := f.Done(); err != nil {
+		return err
+	}
+	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReship, Call: actorcheck.OrderCall(actorcheck.ToolReshipOrder, id)}); err != nil {
+		return err
+	}
+	out, err := s.ship(Shipment{Kind: KindReship, Order: id, By: claims.Subject, Agent: claims.Agent}, true)
+	if err != nil {
+		return notFound(err)
+	}
+	if out.effects.LoseResponse {
+		s.log.Warn("fault: lose_response", "shipment", out.shipment.ID)
+		return fault.DropResponse(w)
+	}
+	simhttp.WriteJSON(w, http.StatusCreated, out.shipment)
+	return nil
+}
+
+func (s *Server) getShipments(w http.ResponseWriter, r *http.Request) error {
+	all, err := s.Shipments(r.PathValue("id"))
+	if err != nil {
+		return notFound(err)
+	}
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"shipments": all})
+	return nil
+}
+
+func (s *Server) getAllShipments(w http.ResponseWriter, _ *http.Request) error {
+	all, err := s.AllShipments()
+	if err != nil {
+		return err
+	}
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"shipments": all})
+	return nil
+}
+
+func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	f, err := simhttp.Object(body, false)
+	if err != nil {
+		return err
+	}
+	var o Order
+	if o.ID, err = f.String("id", orderID); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		dst  *string
+	}{{"region", &o.Region}, {"customer", &o.Customer}, {"status", &o.Status}} {
+		if *c.dst, err = f.String(c.name, nil); err != nil {
+			return err
+		}
+	}
+	if o.Paid, err = f.Cents("paid"); err != nil {
+		return err
+	}
+	if err := f.Done(); err != nil {
+		return err
+	}
+	created, err := s.PutOrder(o)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	simhttp.WriteJSON(w, status, o)
+	return nil
+}
+
+func (s *Server) postExternal(w http.ResponseWriter, r *http.Request) error {
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	f, err := simhttp.Object(body, false)
+	if err != nil {
+		return err
+	}
+	order, err := f.String("order", orderID)
+	if err != nil {
+		return err
+	}
+	by, err := f.String("by", nil)
+	if err != nil {
+		return err
+	}
+	if err := f.Done(); err != nil {
+		return err
+	}
+	sh, err := s.AddExternalShipment(order, by)
+	if err != nil {
+		return notFound(err)
+	}
+	simhttp.WriteJSON(w, http.StatusCreated, sh)
+	return nil
+}

@@ -1,0 +1,350 @@
+package orders_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/executor/sim/actorcheck"
+	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
+	"github.com/countersign/countersign/executor/sim/orders"
+)
+
+var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
+
+var seed = []orders.Order{
+	{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: 12000, Status: "shipped"},
+	{ID: "O-1002", Region: "EU", Customer: "customer-2", Paid: 48000, Status: "shipped"},
+}
+
+type env struct {
+	t      testing.TB
+	iss    *actorchecktest.Issuer
+	srv    *orders.Server
+	url    string
+	dir    string
+	client *http.Client
+}
+
+func start(t testing.TB) *env {
+	t.Helper()
+	iss := actorchecktest.NewIssuer(t)
+	iss.Now = func() time.Time { return t0 }
+	e := &env{t: t, iss: iss, dir: t.TempDir(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	e.serve(seed)
+	return e
+}
+
+func (e *env) serve(seedOrders []orders.Order) {
+	e.t.Helper()
+	srv, err := orders.Open(orders.Options{
+		DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Orders: seedOrders, NoSync: true,
+		Clock: func() time.Time { return t0.Add(time.Second) },
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	e.t.Cleanup(func() { _ = srv.Close() })
+	e.srv, e.url = srv, "http://"+l.Addr().String()
+}
+
+func (e *env) token(scope, tool, order string) string {
+	return e.iss.Mint(e.t, "rep-ana", "orders", scope, 50000, actorcheck.OrderCall(tool, order))
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) code(t testing.TB) string {
+	t.Helper()
+	var b struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &b); err != nil || b.Error.Code == "" {
+		t.Fatalf("status %d body %q is not an error body", r.status, r.body)
+	}
+	return b.Error.Code
+}
+
+func (e *env) do(method, path, token, body string) (response, error) {
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}, err
+}
+
+func (e *env) must(method, path, token, body string) response {
+	e.t.Helper()
+	r, err := e.do(method, path, token, body)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+func (e *env) shipments(order string) []orders.Shipment {
+	e.t.Helper()
+	all, err := e.srv.Shipments(order)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return all
+}
+
+func TestReshipRefusals(t *testing.T) {
+	e := start(t)
+	iss := e.iss
+	call := actorcheck.OrderCall("reship_order", "O-1001")
+	claims := func(edit func(map[string]any)) map[string]any {
+		c := iss.Claims("rep-ana", "orders", "reship", 50000, call)
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	person := actorchecktest.SignWith(t, actorchecktest.NewKey(t, "dev-1"), map[string]any{
+		"iss": "countersign-dev-idp", "sub": "rep-ana", "aud": "countersign", "exp": t0.Add(time.Hour).Unix(),
+	})
+	cases := []struct {
+		name, path, token string
+		status            int
+		code              string
+	}{
+		{"no token", "/orders/O-1001/shipments", "", 401, actorcheck.CodeTokenMissing},
+		{"expired token", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { c["exp"] = t0.Unix() })), 401, actorcheck.CodeTokenExpired},
+		{"token for the ledger", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { c["aud"] = "ledger" })), 403, actorcheck.CodeWrongAudience},
+		{"lookup token used to reship", "/orders/O-1001/shipments", e.token("lookup", "lookup_order", "O-1001"), 403, actorcheck.CodeWrongScope},
+		{"O-1001 token used for O-1002", "/orders/O-1002/shipments", iss.Sign(t, claims(nil)), 403, actorcheck.CodeCallMismatch},
+		{"alg none", "/orders/O-1001/shipments", actorchecktest.Unsigned(t, "epoch-1", claims(nil)), 401, actorcheck.CodeAlgNotAllowed},
+		{"HS256 signed with the public key bytes", "/orders/O-1001/shipments", actorchecktest.SignHS256(t, iss.PublicKeyBytes(t, 1), "epoch-1", claims(nil)), 401, actorcheck.CodeAlgNotAllowed},
+		{"unknown kid", "/orders/O-1001/shipments", actorchecktest.SignWith(t, actorchecktest.NewKey(t, "epoch-3"), claims(nil)), 401, actorcheck.CodeUnknownKid},
+		{"foreign key with the current kid", "/orders/O-1001/shipments", actorchecktest.SignWith(t, actorchecktest.NewKey(t, "epoch-1"), claims(nil)), 401, actorcheck.CodeBadSignature},
+		{"missing exp", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { delete(c, "exp") })), 401, actorcheck.CodeExpMissing},
+		{"a person's token", "/orders/O-1001/shipments", person, 401, actorcheck.CodeNotActorToken},
+		{"reship token used to look up", "/orders/O-1001", iss.Sign(t, claims(nil)), 403, actorcheck.CodeWrongScope},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			method := "POST"
+			if !strings.HasSuffix(tc.path, "/shipments") {
+				method = "GET"
+			}
+			r := e.must(method, tc.path, tc.token, "")
+			if r.status != tc.status || r.code(t) != tc.code {
+				t.Fatalf("got %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
+			}
+		})
+	}
+	all, err := e.srv.AllShipments()
+	if err != nil || len(all) != 0 {
+		t.Fatalf("refused requests made shipments: %v %v", all, err)
+	}
+}
+
+func TestEarlierEpochRefused(t *testing.T) {
+	e := start(t)
+	old := e.token("lookup", "lookup_order", "O-1001")
+	if r := e.must("GET", "/orders/O-1001", old, ""); r.status != 200 {
+		t.Fatalf("before rotation: %d %s", r.status, r.body)
+	}
+	e.iss.Rotate(t)
+	if r := e.must("GET", "/orders/O-1001", old, ""); r.status != 401 || r.code(t) != actorcheck.CodeEpochRevoked {
+		t.Fatalf("after rotation: %d %s", r.status, r.body)
+	}
+}
+
+func TestLookupAndReship(t *testing.T) {
+	e := start(t)
+	r := e.must("GET", "/orders/O-1001", e.token("lookup", "lookup_order", "O-1001"), "")
+	var o orders.Order
+	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || o != seed[0] {
+		t.Fatalf("lookup: %d %s", r.status, r.body)
+	}
+	if r := e.must("GET", "/orders/O-9999", e.token("lookup", "lookup_order", "O-9999"), ""); r.status != 404 || r.code(t) != "not_found" {
+		t.Fatalf("unknown order: %d %s", r.status, r.body)
+	}
+	// No idempotency: each accepted request is a shipment.
+	for i, body := range []string{"", "{}"} {
+		r := e.must("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), body)
+		var sh orders.Shipment
+		if err := json.Unmarshal(r.body, &sh); r.status != 201 || err != nil {
+			t.Fatalf("reship %d: %d %s", i, r.status, r.body)
+		}
+		want := orders.Shipment{ID: fmt.Sprintf("S%d", i+1), Kind: orders.KindReship, Order: "O-1001", By: "rep-ana", Agent: actorchecktest.Agent, At: t0.Add(time.Second)}
+		if sh != want {
+			t.Fatalf("shipment %+v, want %+v", sh, want)
+		}
+	}
+	if r := e.must("POST", "/orders/O-9999/shipments", e.token("reship", "reship_order", "O-9999"), ""); r.status != 404 {
+		t.Fatalf("reship unknown order: %d %s", r.status, r.body)
+	}
+	if r := e.must("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), `{"approved_by":"lead-dee"}`); r.status != 422 || r.code(t) != "unknown_field" {
+		t.Fatalf("body with a field: %d %s", r.status, r.body)
+	}
+	r = e.must("GET", "/orders/O-1001/shipments", "", "")
+	var list struct{ Shipments []orders.Shipment }
+	if err := json.Unmarshal(r.body, &list); r.status != 200 || err != nil || len(list.Shipments) != 2 {
+		t.Fatalf("shipments: %d %s", r.status, r.body)
+	}
+	if r := e.must("GET", "/orders/O-1002/shipments", "", ""); r.status != 200 || string(r.body) != `{"shipments":[]}`+"\n" {
+		t.Fatalf("no shipments: %d %q", r.status, r.body)
+	}
+	if r := e.must("GET", "/orders/O-9999/shipments", "", ""); r.status != 404 {
+		t.Fatalf("shipments of an unknown order: %d %s", r.status, r.body)
+	}
+}
+
+func TestAdminOrdersAndExternalShipments(t *testing.T) {
+	e := start(t)
+	r := e.must("POST", "/_sim/orders", "", `{"id":"O-1008","region":"EU","customer":"customer-8","paid":5000,"status":"shipped"}`)
+	if r.status != 201 {
+		t.Fatalf("add: %d %s", r.status, r.body)
+	}
+	r = e.must("POST", "/_sim/orders", "", `{"id":"O-1008","region":"EU","customer":"customer-8","paid":5000,"status":"paid"}`)
+	if r.status != 200 {
+		t.Fatalf("replace: %d %s", r.status, r.body)
+	}
+	if o, err := e.srv.Order("O-1008"); err != nil || o.Status != "paid" {
+		t.Fatalf("replaced order %+v %v", o, err)
+	}
+	for _, body := range []string{`{"id":"O-1","region":"EU","customer":"c","paid":0,"status":"paid"}`, `{"id":"X","region":"EU","customer":"c","paid":1,"status":"paid"}`, `{"id":"O-1","region":"EU","customer":"c","paid":1,"status":"paid","note":1}`} {
+		if r := e.must("POST", "/_sim/orders", "", body); r.status != 422 {
+			t.Errorf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+	r = e.must("POST", "/_sim/external-shipments", "", `{"order":"O-1004","by":"warehouse"}`)
+	if r.status != 404 {
+		t.Fatalf("external shipment of an unknown order: %d %s", r.status, r.body)
+	}
+	r = e.must("POST", "/_sim/external-shipments", "", `{"order":"O-1001","by":"warehouse"}`)
+	var sh orders.Shipment
+	if err := json.Unmarshal(r.body, &sh); r.status != 201 || err != nil || sh.Kind != orders.KindExternal || sh.By != "warehouse" || sh.Agent != "" {
+		t.Fatalf("external shipment: %d %s", r.status, r.body)
+	}
+	if n := len(e.shipments("O-1001")); n != 1 {
+		t.Fatalf("%d shipments", n)
+	}
+}
+
+func TestSeededOnlyOnce(t *testing.T) {
+	e := start(t)
+	if _, err := e.srv.PutOrder(orders.Order{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: 12000, Status: "returned"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.AddExternalShipment("O-1001", "warehouse"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.serve(seed) // a reopened file keeps its own state, not the seed
+	if o, err := e.srv.Order("O-1001"); err != nil || o.Status != "returned" {
+		t.Fatalf("after reopen %+v %v", o, err)
+	}
+	if n := len(e.shipments("O-1001")); n != 1 {
+		t.Fatalf("%d shipments after reopen", n)
+	}
+	if _, err := e.srv.Order("O-4242"); !errors.Is(err, orders.ErrNotFound) {
+		t.Fatalf("unknown order: %v", err)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	e := start(t)
+	reship := func() (response, error) {
+		return e.do("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), "")
+	}
+	// lose_response: the shipment exists, the client sees EOF.
+	if err := e.srv.SetFaults(orders.Faults{LoseResponse: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reship(); err == nil || !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("lose_response: err = %v, want EOF", err)
+	}
+	if n := len(e.shipments("O-1001")); n != 1 {
+		t.Fatalf("lose_response: %d shipments, want 1 (committed before the answer was lost)", n)
+	}
+	// lose_write: acknowledged, not kept.
+	if err := e.srv.SetFaults(orders.Faults{LoseWrite: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := reship(); err != nil || r.status != 201 {
+		t.Fatalf("lose_write: %v %+v", err, r)
+	}
+	if n := len(e.shipments("O-1001")); n != 1 {
+		t.Fatalf("lose_write: %d shipments, want 1", n)
+	}
+	// delay, over HTTP.
+	if r := e.must("PUT", "/_sim/faults", "", `{"delay_ms":60}`); r.status != 200 {
+		t.Fatalf("PUT faults: %d %s", r.status, r.body)
+	}
+	begin := time.Now()
+	if r, err := reship(); err != nil || r.status != 201 || time.Since(begin) < 60*time.Millisecond {
+		t.Fatalf("delay: %v %+v after %v", err, r, time.Since(begin))
+	}
+	if r := e.must("GET", "/_sim/faults", "", ""); !strings.Contains(string(r.body), `"delay_ms":60`) {
+		t.Fatalf("GET faults: %s", r.body)
+	}
+	// wrong_amount does not apply to an order system.
+	if r := e.must("PUT", "/_sim/faults", "", `{"wrong_amount":1}`); r.status != 422 {
+		t.Fatalf("wrong_amount: %d %s", r.status, r.body)
+	}
+	if err := e.srv.SetFaults(orders.Faults{WrongAmount: 1}); err == nil {
+		t.Fatal("SetFaults accepted wrong_amount")
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	e := start(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"DELETE", "/orders/O-1001", 405, "GET, HEAD"},
+		{"PUT", "/orders/O-1001/shipments", 405, "POST, GET, HEAD"},
+		{"GET", "/orders", 404, ""},
+		{"GET", "/refunds", 404, ""},
+	} {
+		r := e.must(tc.method, tc.path, "", "")
+		if r.status != tc.status || r.header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d %q %s", tc.method, tc.path, r.status, r.header.Get("Allow"), r.body)
+		}
+		r.code(t)
+	}
+}
+
+func TestOpenValidates(t *testing.T) {
+	bad := orders.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json", Orders: []orders.Order{{ID: "O-1"}}}
+	if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
+		if srv != nil {
+			_ = srv.Close()
+		}
+		t.Fatalf("Open with an invalid seed order: %v", err)
+	}
+}

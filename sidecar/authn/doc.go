@@ -1,0 +1,50 @@
+// Package authn authenticates the people behind every /v1 request of the
+// sidecar: representatives (whose agent presents their token), leads and
+// operators. Their bearer tokens come from a trusted identity provider (in
+// dev mode, the built-in dev issuer of executor/sim/idp).
+//
+// # What is checked
+//
+// Verify takes a compact JWS and refuses it, with a stable Code, unless all
+// of the following hold, checked in this order:
+//
+//	token_malformed      it is header.payload.signature with a JSON object payload
+//	alg_not_allowed      alg is EdDSA, ES256 or RS256 (never none, never HMAC)
+//	wrong_issuer         iss is one of Options.Issuers
+//	unknown_kid          the issuer has a key with the header's kid
+//	bad_signature        the signature verifies with that key
+//	exp_missing          exp is present
+//	token_expired        exp is after now (less Options.Leeway)
+//	token_not_yet_valid  nbf and iat are not in the future
+//	wrong_audience       aud contains "countersign"
+//	bad_claims           sub is set, role is rep, lead or operator, scopes is
+//	                     an array of strings, refund_ceiling and approve_limit
+//	                     are non-negative integers (cents, never a float or a
+//	                     string)
+//
+// FromHeader adds token_missing for a request without a Bearer header.
+// Every refusal is an *Error that matches ErrUnauthenticated; the API
+// answers 401 with its code and message, and WWW-Authenticate: Bearer.
+//
+// The header and the issuer are read before the signature is checked.
+// Refusing on unverified data is safe; accepting is not, so acceptance
+// always follows a verified signature with a key the caller chose (the
+// trusted issuer's key for the kid, used with the header's alg only when
+// that alg is allowed and matches the key's type and alg).
+//
+// # Where keys come from
+//
+// Each Issuer has one source: a JWKS file, a JWKS URL, or an in-memory
+// jwk.Set. URLs are kept by jwx's jwk.Cache and refreshed in the background.
+// A token naming an unknown kid makes the Verifier reload the issuer's
+// source once (at most once per Options.RefetchGap, per issuer) so a key
+// rotation at the issuer is picked up at once, while a flood of made-up kids
+// cannot become a flood of fetches.
+//
+// # What is not checked here
+//
+// What the person may do (role, scope, region, limits) is policy, decided
+// by the policy engine with the Principal as input. Actor tokens minted by
+// executor/credential (iss "countersign") are not people's tokens and are
+// refused here as wrong_issuer.
+package authn
