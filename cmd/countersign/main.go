@@ -34,6 +34,7 @@ func newRootCmd() *cobra.Command {
 		newBundleCmd(),
 		newTokenCmd(),
 		newSimCmd(),
+		newServeCmd(),
 	)
 	return root
 }

@@ -93,6 +93,10 @@ type Step struct {
 	// Key is the stable idempotency key sent to the ledger.
 	Key      string `json:"key,omitempty"`
 	Approval string `json:"approval,omitempty"`
+	// ClaimedApprover is an approved_by that the model wrote into the
+	// arguments. Only the engine with its StrictSchema control removed keeps
+	// one; the designed system refuses such arguments.
+	ClaimedApprover string `json:"claimed_approver,omitempty"`
 	// Baseline is the observation taken before the effect: for a
 	// reshipment, how many shipments the order had.
 	Baseline    *int            `json:"baseline,omitempty"`

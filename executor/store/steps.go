@@ -192,3 +192,15 @@ func sumSince(c cursor, prefix string, since time.Time) money.Cents {
 	}
 	return total
 }
+
+// AllSteps calls fn for every step of every workflow, in workflow order.
+// It is for whole-book jobs such as reconciliation, never for a decision.
+func (t *Tx) AllSteps(fn func(Step) error) error {
+	return t.bucket(bSteps).ForEach(func(k, _ []byte) error {
+		var s Step
+		if err := t.getJSON(bSteps, k, &s); err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}

@@ -55,7 +55,11 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+	// The freelist is rebuilt at open instead of written on every commit:
+	// otherwise each commit writes a freelist that grows with the file, and
+	// a decision would get slower as history grows.
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync,
+		NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
 	}

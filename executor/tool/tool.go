@@ -93,6 +93,16 @@ func Lookup(name Name) (Spec, bool) {
 	return Spec{}, false
 }
 
+// MustLookup is Lookup for names that came out of Normalize or the store,
+// which are always in the catalog.
+func MustLookup(name Name) Spec {
+	s, ok := Lookup(name)
+	if !ok {
+		panic("tool: not in the catalog: " + string(name))
+	}
+	return s
+}
+
 // Args are the normalized arguments of any tool. Amount is zero for tools
 // that take none.
 type Args struct {

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// approvalFor settles a REQUIRE_APPROVAL decision inside the decide
+// transaction. It consumes the step's approval when that is approved,
+// unexpired and bound to exactly this call (ok true), and otherwise leaves
+// the step waiting on a pending approval, requesting a new one when the old
+// cannot be used, or denied when a lead rejected it. It returns the
+// approvals it changed.
+func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, order *policy.Order, lim policy.Limits, now time.Time) (ok bool, changed []store.Approval, err error) {
+	if !e.controls.StrictSchema && s.ClaimedApprover != "" {
+		s.Note = "approval taken from the arguments: approved_by " + s.ClaimedApprover
+		return true, nil, nil
+	}
+	binding := Binding(w.ID, s.Tool, s.Args)
+	if s.Approval != "" {
+		a, err := tx.Approval(s.Approval)
+		if err != nil {
+			return false, nil, err
+		}
+		bound := !e.controls.BindApproval || a.CallHash == binding
+		expired := !now.Before(a.Expires)
+		switch {
+		case a.Status == store.ApprovalApproved && !expired && bound:
+			a.Status = store.ApprovalUsed
+			s.Note = "approved by " + a.Approver
+			return true, []store.Approval{a}, tx.PutApproval(a)
+		case a.Status == store.ApprovalPending && !expired && bound:
+			s.Status = store.StepWaitingApproval
+			return false, nil, nil
+		case a.Status == store.ApprovalRejected:
+			s.Status, s.Finished = store.StepDenied, now
+			s.Note = "approval rejected by " + a.Approver
+			return false, nil, nil
+		case a.Status == store.ApprovalPending || a.Status == store.ApprovalApproved:
+			if expired {
+				a.Status = store.ApprovalExpired
+				s.Note = "approval " + a.ID + " expired; a new approval was requested"
+			} else {
+				a.Status = store.ApprovalVoid
+				s.Note = "approval " + a.ID + " was for a different call; a new approval was requested"
+			}
+			a.Decided = now
+			if err := tx.PutApproval(a); err != nil {
+				return false, nil, err
+			}
+			changed = append(changed, a)
+		}
+	}
+	id, err := tx.NewApprovalID()
+	if err != nil {
+		return false, nil, err
+	}
+	a := store.Approval{
+		ID: id, Workflow: w.ID, N: s.N, Tool: s.Tool, Args: s.Args, CallHash: binding,
+		Summary:   Summary(w, s.Tool, s.Args, order),
+		Requester: w.User, RequesterRegion: w.Delegation.Region,
+		Status: store.ApprovalPending, Created: now, Expires: now.Add(lim.ApprovalTTL),
+	}
+	if err := tx.PutApproval(a); err != nil {
+		return false, nil, err
+	}
+	s.Approval, s.Status = id, store.StepWaitingApproval
+	return false, append(changed, a), nil
+}
+
+// Summary is what the approver reads. It is built from the normalized
+// arguments and the order record, never from text the model wrote.
+func Summary(w store.Workflow, name tool.Name, a tool.Args, order *policy.Order) string {
+	customer, paid := "an unknown customer", money.Cents(0)
+	if order != nil {
+		customer, paid = order.Customer, order.Paid
+	}
+	switch name {
+	case tool.IssueRefund:
+		return fmt.Sprintf("Refund %s on order %s for %s; requested by %s; workflow %s", a.Amount, a.Order, customer, w.User, w.ID)
+	case tool.ReshipOrder:
+		return fmt.Sprintf("Reship order %s (paid %s) for %s; requested by %s; workflow %s", a.Order, paid, customer, w.User, w.ID)
+	default:
+		return fmt.Sprintf("%s on order %s; requested by %s; workflow %s", name, a.Order, w.User, w.ID)
+	}
+}
+
+// Approvals lists approvals, all of them when status is empty.
+func (e *Engine) Approvals(ctx context.Context, status store.ApprovalStatus) ([]store.Approval, error) {
+	var out []store.Approval
+	err := e.db.View(func(tx *store.Tx) (err error) {
+		out, err = tx.Approvals(func(a store.Approval) bool { return status == "" || a.Status == status })
+		return err
+	})
+	return out, err
+}
+
+// Approve records lead p's approval of approval id, if the approver rules
+// of the active bundle allow it. It executes nothing: the step runs at its
+// workflow's next resume.
+func (e *Engine) Approve(ctx context.Context, p Person, id, comment string) (store.Approval, error) {
+	return e.decideApproval(ctx, p, id, comment, store.ApprovalApproved)
+}
+
+// Reject records lead p's rejection. The same rules apply, except that a
+// lead may reject an amount above their own limit.
+func (e *Engine) Reject(ctx context.Context, p Person, id, comment string) (store.Approval, error) {
+	return e.decideApproval(ctx, p, id, comment, store.ApprovalRejected)
+}
+
+func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment string, to store.ApprovalStatus) (store.Approval, error) {
+	if len(comment) > 1024 {
+		return store.Approval{}, &InvalidError{"comment", "at most 1024 bytes"}
+	}
+	var a store.Approval
+	var refused policy.Refusal
+	err := e.db.Update(func(tx *store.Tx) error {
+		var err error
+		if a, err = tx.Approval(id); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		if a.Status != store.ApprovalPending {
+			return fmt.Errorf("approval %s is %s: %w", id, a.Status, ErrNotPending)
+		}
+		now := e.clock.Now()
+		refused, err = e.policy.CheckApprover(ctx, policy.ApproverInput{
+			Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
+			Requester: policy.Requester{ID: a.Requester, Region: a.RequesterRegion},
+			Tool:      a.Tool, Amount: a.Args.Amount, Expires: a.Expires, Now: now,
+		})
+		if err != nil {
+			return fmt.Errorf("approver rules: %w", err)
+		}
+		if to == store.ApprovalRejected && refused == policy.AboveApproverLimit {
+			refused = ""
+		}
+		switch refused {
+		case "":
+			a.Status, a.Approver, a.Comment, a.Decided = to, p.ID, comment, now
+		case policy.ApprovalExpired:
+			a.Status, a.Decided = store.ApprovalExpired, now
+		default:
+			return nil // nothing changes on a refusal
+		}
+		return tx.PutApproval(a)
+	})
+	if err != nil {
+		return a, err
+	}
+	if refused == "" || refused == policy.ApprovalExpired {
+		e.obs.ApprovalChanged(a)
+	}
+	if refused != "" {
+		return a, &ApprovalRefused{Code: string(refused)}
+	}
+	return a, nil
+}

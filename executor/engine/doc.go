@@ -1,0 +1,44 @@
+// Package engine is countersign's durable step engine: it takes a tool call
+// that an agent proposed for a rep, and normalizes, rehydrates, decides,
+// approves, reserves, dispatches and records it, so that a crash or a retry
+// never pays twice.
+//
+// # How a step runs
+//
+//  1. Normalize: the arguments are decoded strictly against the tool's
+//     schema (tool.Normalize). An approval claimed in the arguments is a
+//     schema error, never an approval.
+//  2. Dedupe: the same call again in one workflow is suppressed and names
+//     the step it duplicates.
+//  3. Rehydrate: the order comes from the order system; the prior refunds on
+//     the order, the rep's rolling day and the agent's hour come from the
+//     store's indexes.
+//  4. Decide and reserve, in ONE store transaction: the active bundle
+//     decides; the decision is logged with its rule and revision; an
+//     approval is requested or consumed; and the step is marked started with
+//     its baseline. bbolt has one writer, so two concurrent calls cannot
+//     both spend the same headroom.
+//  5. Dispatch: the tool's switch was read inside that transaction, at the
+//     moment of effect. A fresh actor token is minted per attempt; the
+//     ledger gets the stable idempotency key.
+//  6. Record: done with the result, denied when the system of record
+//     refused, unknown when the outcome could not be seen.
+//
+// A crash between any two of these points is safe: on resume a started
+// refund is dispatched again with the same key (the ledger replays), and a
+// started or unknown reshipment is resolved by comparing the order's
+// shipment count with the baseline taken before the call.
+//
+// # Waiting for a person
+//
+// A step that needs an approval is a record, not a goroutine. Approving does
+// not execute anything: the step runs at the next Resume of its workflow,
+// where the approval is consumed only if it is approved, unexpired and bound
+// to exactly this call.
+//
+// # Controls
+//
+// Every control above has a switch in Controls, all on by default. Nothing
+// reachable from configuration turns one off: they exist so tests can
+// remove one at a time and show that the failure it prevents then happens.
+package engine

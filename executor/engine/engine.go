@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// Controls are the engine's safety controls, each of which a test removes to
+// show it is load-bearing. DefaultControls turns all of them on; no flag,
+// file or endpoint can change them.
+type Controls struct {
+	// IdempotencyKeys sends the ledger one stable key per logical refund;
+	// removed, every attempt sends a fresh key.
+	IdempotencyKeys bool
+	// RunDedupe suppresses the same call proposed again in one workflow.
+	RunDedupe bool
+	// WriteAhead marks a step started, with its baseline, before dispatch.
+	WriteAhead bool
+	// BindApproval consumes an approval only for the exact call it names.
+	BindApproval bool
+	// Cumulative counts prior refunds on the order toward the approval
+	// threshold (and the amount paid); removed, each call stands alone.
+	Cumulative bool
+	// StrictSchema refuses unknown fields in tool arguments; removed, a
+	// model-written approved_by is taken as an approval.
+	StrictSchema bool
+	// DownstreamCeiling puts the rep's refund ceiling in the actor token;
+	// removed, the token carries no effective ceiling.
+	DownstreamCeiling bool
+	// CheckSwitchAtExecution reads the tool's switch at the moment of
+	// effect; removed, it is read only when the step is first proposed.
+	CheckSwitchAtExecution bool
+}
+
+// DefaultControls is the designed system: every control on.
+func DefaultControls() Controls {
+	return Controls{true, true, true, true, true, true, true, true}
+}
+
+// Clock tells the time; tests and the drill inject a simulated one.
+type Clock interface {
+	Now() time.Time
+}
+
+// Policy is the active bundle as the engine uses it.
+type Policy interface {
+	Decide(ctx context.Context, in policy.Input) (policy.Result, error)
+	CheckApprover(ctx context.Context, in policy.ApproverInput) (policy.Refusal, error)
+	Limits() (policy.Limits, error)
+	Revision() string
+}
+
+// Actor is the rep whose delegation an effect uses.
+type Actor struct {
+	Rep     string
+	Ceiling money.Cents
+}
+
+// Call is one effect to dispatch.
+type Call struct {
+	Tool tool.Name
+	Args tool.Args
+	// Key is the ledger's idempotency key ("" for the order system).
+	Key string
+	// FreshKeyPerAttempt sends a new key on every attempt. Only the engine
+	// with its IdempotencyKeys control removed sets it.
+	FreshKeyPerAttempt bool
+}
+
+// Systems is what the engine needs from the systems of record. Errors from
+// Execute are classified by the implementation: *Refused when the system
+// said no (never retried), ErrOutcomeUnknown when the effect may or may not
+// have happened, anything else when nothing happened (ErrUnavailable).
+type Systems interface {
+	// Order reads the order record; ErrOrderNotFound when there is none.
+	Order(ctx context.Context, as Actor, order string) (policy.Order, error)
+	// Shipments counts the order's shipments (the reship baseline).
+	Shipments(ctx context.Context, order string) (int, error)
+	// RefundByKey finds the ledger entry made with an idempotency key.
+	RefundByKey(ctx context.Context, key string) (json.RawMessage, bool, error)
+	// Execute performs the call with a fresh actor token per attempt.
+	Execute(ctx context.Context, as Actor, c Call) (json.RawMessage, error)
+}
+
+// Refused is a system of record refusing a call (a 4xx with its reason).
+type Refused struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Refused) Error() string { return "refused by the system of record: " + e.Code + ": " + e.Message }
+
+// Errors a Systems implementation returns.
+var (
+	ErrOutcomeUnknown = errors.New("outcome unknown: the call was sent and no answer came back")
+	ErrOrderNotFound  = errors.New("order not found")
+)
+
+// Options wire an Engine. Store, Policy, Systems and Clock are required.
+type Options struct {
+	Store   *store.DB
+	Policy  Policy
+	Systems Systems
+	Clock   Clock
+	Logger  *slog.Logger
+	// Agent is the agent's id, the act.sub of every actor token.
+	Agent string
+	// Controls default to DefaultControls when left zero.
+	Controls *Controls
+	// Failpoint, when set, is called at before_dispatch, after_dispatch and
+	// after_record; returning ErrCrashed stops the step there as a crash
+	// would. Production leaves it nil.
+	Failpoint func(point string) error
+	// Observer receives what happened, for metrics and the audit. Optional.
+	Observer Observer
+}
+
+// Observer is told of each outcome as it is recorded.
+type Observer interface {
+	Decided(d store.Decision)
+	StepFinished(s store.Step, took time.Duration)
+	ApprovalChanged(a store.Approval)
+	DispatchFailed(tool tool.Name, class string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Decided(store.Decision)                   {}
+func (nopObserver) StepFinished(store.Step, time.Duration)   {}
+func (nopObserver) ApprovalChanged(store.Approval)           {}
+func (nopObserver) DispatchFailed(tool.Name, string)         {}
+
+// Engine runs workflows. It is safe for concurrent use; steps of one
+// workflow run one at a time.
+type Engine struct {
+	db       *store.DB
+	policy   Policy
+	systems  Systems
+	clock    Clock
+	log      *slog.Logger
+	agent    string
+	controls Controls
+	fail     func(string) error
+	obs      Observer
+	locks    [64]sync.Mutex
+}
+
+// New returns an engine over opts.
+func New(opts Options) *Engine {
+	e := &Engine{
+		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
+		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer,
+		controls: DefaultControls(),
+	}
+	if opts.Controls != nil {
+		e.controls = *opts.Controls
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.log = e.log.With("component", "engine")
+	if e.agent == "" {
+		e.agent = "support-agent"
+	}
+	if e.fail == nil {
+		e.fail = func(string) error { return nil }
+	}
+	if e.obs == nil {
+		e.obs = nopObserver{}
+	}
+	return e
+}
+
+// Controls reports the controls in force.
+func (e *Engine) Controls() Controls { return e.controls }
+
+// lock serializes the steps of one workflow in this process. Workflows are
+// striped over a fixed set of mutexes so the set never grows.
+func (e *Engine) lock(wf string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(wf))
+	m := &e.locks[h.Sum32()%uint32(len(e.locks))]
+	m.Lock()
+	return m.Unlock
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors callers branch on. The HTTP layer maps each to a status and code.
+var (
+	// ErrNotFound: no such workflow, step or approval.
+	ErrNotFound = errors.New("not found")
+	// ErrForbidden: the caller may not act on this record.
+	ErrForbidden = errors.New("forbidden")
+	// ErrWorkflowExists: the workflow id is taken by another ticket or user.
+	ErrWorkflowExists = errors.New("workflow id exists for another ticket")
+	// ErrNotAmendable: the step has started or ended; its call is final.
+	ErrNotAmendable = errors.New("step is not amendable")
+	// ErrNotPending: the approval was already decided, used, expired or voided.
+	ErrNotPending = errors.New("approval is not pending")
+	// ErrUnavailable: a system of record could not be reached and nothing
+	// happened; the step stays pending and can be resumed.
+	ErrUnavailable = errors.New("system of record unavailable")
+	// ErrCrashed is returned by a failpoint hook to stop a step where a crash
+	// would, leaving the store exactly as the crash would.
+	ErrCrashed = errors.New("crashed at failpoint")
+)
+
+// ApprovalRefused is a lead's approval (or rejection) that the approver
+// rules refused; Code is the rule's code, e.g. "above_approver_limit".
+type ApprovalRefused struct {
+	Code string
+}
+
+func (e *ApprovalRefused) Error() string {
+	return fmt.Sprintf("approval refused: %s", e.Code)
+}

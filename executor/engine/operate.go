@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// Switches reports every tool's switch.
+func (e *Engine) Switches(ctx context.Context) (map[tool.Name]bool, error) {
+	out := map[tool.Name]bool{}
+	err := e.db.View(func(tx *store.Tx) error {
+		for _, s := range tool.All() {
+			out[s.Name] = tx.Switch(string(s.Name))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetSwitch turns a tool on or off. Off stops every workflow at its next
+// step of that tool, at the moment of effect.
+func (e *Engine) SetSwitch(ctx context.Context, by Person, name tool.Name, enabled bool) error {
+	if _, ok := tool.Lookup(name); !ok {
+		return fmt.Errorf("switch %q: %w", name, tool.ErrUnknownTool)
+	}
+	err := e.db.Update(func(tx *store.Tx) error { return tx.SetSwitch(string(name), enabled) })
+	if err == nil {
+		e.log.Info("switch set", "tool", name, "enabled", enabled, "by", by.ID)
+	}
+	return err
+}
+
+// Decisions returns the decision log, of one workflow when wf is not empty.
+func (e *Engine) Decisions(ctx context.Context, wf string) ([]store.Decision, error) {
+	var out []store.Decision
+	err := e.db.View(func(tx *store.Tx) (err error) {
+		out, err = tx.Decisions(wf)
+		return err
+	})
+	return out, err
+}
+
+// Ping reports whether the store answers.
+func (e *Engine) Ping() error {
+	return e.db.View(func(*store.Tx) error { return nil })
+}

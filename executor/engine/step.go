@@ -1,0 +1,486 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// Binding is sha256(workflow, tool, canonical args): what an approval is
+// bound to, and the stable idempotency key of a refund.
+func Binding(wf string, name tool.Name, a tool.Args) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", wf, name)
+	h.Write(tool.Canonical(name, a))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// idempotencyKey is stable across retries, restarts and repeated
+// proposals of the same call in the same workflow.
+func idempotencyKey(wf string, name tool.Name, a tool.Args) string {
+	if name != tool.IssueRefund {
+		return ""
+	}
+	return "cs-" + Binding(wf, name, a)[:40]
+}
+
+// normalize applies the tool's schema, strictly unless the StrictSchema
+// control is removed, in which case a claimed approver is returned too.
+func (e *Engine) normalize(name tool.Name, raw json.RawMessage) (tool.Args, string, error) {
+	if e.controls.StrictSchema {
+		a, err := tool.Normalize(name, raw)
+		return a, "", err
+	}
+	a, extra, err := tool.Lenient(name, raw)
+	var claimed string
+	if v, ok := extra["approved_by"]; ok {
+		_ = json.Unmarshal(v, &claimed)
+	}
+	return a, claimed, err
+}
+
+// Propose adds a call to workflow wfID for rep p and runs it at once. The
+// same call again in the workflow is suppressed and names the first.
+func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage) (store.Step, error) {
+	args, claimed, err := e.normalize(name, raw)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer e.lock(wfID)()
+	var s store.Step
+	err = e.db.Update(func(tx *store.Tx) error {
+		w, err := e.ownWorkflow(tx, p, wfID)
+		if err != nil {
+			return err
+		}
+		s = store.Step{
+			Workflow: wfID, N: w.Steps + 1, Tool: name, Args: args, Status: store.StepPending,
+			Call: tool.CallHash(name, args), Key: idempotencyKey(wfID, name, args),
+			ClaimedApprover: claimed, Created: e.clock.Now(),
+		}
+		if e.controls.RunDedupe {
+			if first, err := tx.StepByCall(wfID, s.Call); err == nil {
+				s.Status, s.DuplicateOf = store.StepSuppressed, first.N
+				s.Note = fmt.Sprintf("the same call as step %d; nothing was dispatched", first.N)
+			}
+		}
+		if !e.controls.CheckSwitchAtExecution && s.Status == store.StepPending && !tx.Switch(string(name)) {
+			// The weaker design: the switch is read once, at admission.
+			s.Status, s.Note = store.StepHeld, "tool switched off at admission"
+		}
+		if err := tx.PutStep(s); err != nil {
+			return err
+		}
+		return e.refreshWorkflow(tx, wfID)
+	})
+	if err != nil || s.Status != store.StepPending {
+		return s, err
+	}
+	return e.run(ctx, wfID, s.N)
+}
+
+// Amend replaces the arguments of a step that has not started. An approval
+// bound to the old call stays on the step only to be voided at its next run.
+func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (store.Step, error) {
+	defer e.lock(wfID)()
+	var s store.Step
+	err := e.db.Update(func(tx *store.Tx) error {
+		if _, err := e.ownWorkflow(tx, p, wfID); err != nil {
+			return err
+		}
+		var err error
+		if s, err = tx.Step(wfID, n); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("step %s/%d: %w", wfID, n, ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		switch s.Status {
+		case store.StepPending, store.StepHeld, store.StepWaitingApproval:
+		default:
+			return fmt.Errorf("step %s/%d is %s: %w", wfID, n, s.Status, ErrNotAmendable)
+		}
+		args, claimed, err := e.normalize(s.Tool, raw)
+		if err != nil {
+			return err
+		}
+		s.Args, s.ClaimedApprover = args, claimed
+		s.Call, s.Key = tool.CallHash(s.Tool, args), idempotencyKey(wfID, s.Tool, args)
+		s.Note = "arguments amended; the step runs at the next resume"
+		if err := tx.PutStep(s); err != nil {
+			return err
+		}
+		return e.refreshWorkflow(tx, wfID)
+	})
+	return s, err
+}
+
+// Resume re-drives every step of the workflow that has not ended.
+func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (store.Workflow, []store.Step, error) {
+	err := e.db.View(func(tx *store.Tx) error {
+		w, err := e.readableWorkflow(tx, p, wfID)
+		if err == nil && p.Role != RoleOperator && w.User != p.ID {
+			err = fmt.Errorf("workflow %q: only its rep's agent or an operator may resume it: %w", wfID, ErrForbidden)
+		}
+		return err
+	})
+	if err != nil {
+		return store.Workflow{}, nil, err
+	}
+	runErr := e.resume(ctx, wfID, true)
+	w, steps, err := e.Workflow(ctx, Person{Role: RoleOperator}, wfID)
+	if runErr != nil {
+		return w, steps, runErr
+	}
+	return w, steps, err
+}
+
+// ResumeAll is run at start: it re-drives the steps a crash may have left
+// between decision and record (pending, started, unknown) in every
+// workflow. Held steps wait for a person to resume them.
+func (e *Engine) ResumeAll(ctx context.Context) error {
+	var ids []string
+	err := e.db.View(func(tx *store.Tx) error {
+		open, err := tx.Workflows(func(w store.Workflow) bool {
+			return w.Status != store.WorkflowDone && w.Status != store.WorkflowFailed
+		})
+		for _, w := range open {
+			ids = append(ids, w.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := e.resume(ctx, id, false); err != nil {
+			if errors.Is(err, ErrCrashed) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("resume %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool) error {
+	var steps []store.Step
+	if err := e.db.View(func(tx *store.Tx) (err error) { steps, err = tx.Steps(wfID); return err }); err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range steps {
+		switch s.Status {
+		case store.StepHeld, store.StepWaitingApproval:
+			if !includeHeld {
+				continue
+			}
+		case store.StepPending, store.StepStarted, store.StepUnknown:
+		default:
+			continue
+		}
+		if _, err := e.runLocked(ctx, wfID, s.N); err != nil {
+			if errors.Is(err, ErrCrashed) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) runLocked(ctx context.Context, wfID string, n int) (store.Step, error) {
+	defer e.lock(wfID)()
+	return e.run(ctx, wfID, n)
+}
+
+// run drives step n as far as it can go now. The caller holds the
+// workflow's lock.
+func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error) {
+	start := time.Now()
+	var w store.Workflow
+	var s store.Step
+	err := e.db.View(func(tx *store.Tx) (err error) {
+		if w, err = tx.Workflow(wfID); err != nil {
+			return err
+		}
+		s, err = tx.Step(wfID, n)
+		return err
+	})
+	if err != nil {
+		return s, err
+	}
+	switch s.Status {
+	case store.StepStarted, store.StepUnknown:
+		if e.controls.CheckSwitchAtExecution && !e.switchOn(s.Tool) {
+			return s, nil // the effect may have happened: leave it as it is, dispatch nothing
+		}
+		return e.recover(ctx, w, s, start)
+	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
+	default:
+		return s, nil
+	}
+	if s.Status == store.StepWaitingApproval && e.stillWaiting(s) {
+		return s, nil
+	}
+
+	// Rehydrate the authoritative facts outside the write transaction.
+	actor := e.actor(w)
+	var order *policy.Order
+	switch o, err := e.systems.Order(ctx, actor, s.Args.Order); {
+	case err == nil:
+		order = &o
+	case errors.Is(err, ErrOrderNotFound), isRefused(err):
+		// No order the rep may see: policy denies (R2) on a missing order.
+	default:
+		return s, fmt.Errorf("rehydrate order %s: %w: %v", s.Args.Order, ErrUnavailable, err)
+	}
+	var baseline *int
+	if s.Tool == tool.ReshipOrder && order != nil {
+		n, err := e.systems.Shipments(ctx, s.Args.Order)
+		if err != nil {
+			return s, fmt.Errorf("baseline of %s: %w: %v", s.Args.Order, ErrUnavailable, err)
+		}
+		baseline = &n
+	}
+
+	var proceed bool
+	var decided store.Decision
+	var changed []store.Approval
+	err = e.db.Update(func(tx *store.Tx) error {
+		proceed, changed = false, nil
+		var err error
+		if s, err = tx.Step(wfID, n); err != nil {
+			return err
+		}
+		if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
+			return nil // another run got here first
+		}
+		now := e.clock.Now()
+		if e.controls.CheckSwitchAtExecution && !tx.Switch(string(s.Tool)) {
+			s.Status = store.StepHeld
+			s.Note = "tool switched off by an operator; resume after it is switched on"
+			return e.putStep(tx, s)
+		}
+		lim, err := e.policy.Limits()
+		if err != nil {
+			return fmt.Errorf("decide %s/%d: %w", wfID, n, err)
+		}
+		res, err := e.policy.Decide(ctx, policy.Input{
+			User: delegation(w), Tool: s.Tool, Args: s.Args, Order: order, Totals: e.totals(tx, w, s, lim, now),
+		})
+		if err != nil {
+			return fmt.Errorf("decide %s/%d: %w", wfID, n, err) // fail closed: the step is unchanged
+		}
+		if decided, err = tx.AppendDecision(store.Decision{
+			At: now, Workflow: wfID, N: n, User: w.User, Tool: s.Tool, Args: s.Args,
+			Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision,
+		}); err != nil {
+			return err
+		}
+		s.Decision, s.Rule = string(res.Decision), res.Rule
+		switch res.Decision {
+		case policy.Allow:
+		case policy.Deny:
+			s.Status, s.Finished = store.StepDenied, now
+			s.Note = "denied by policy rule " + res.Rule
+			return e.putStep(tx, s)
+		case policy.RequireApproval:
+			ok, touched, err := e.approvalFor(tx, w, &s, order, lim, now)
+			changed = touched
+			if err != nil || !ok {
+				if err == nil {
+					err = e.putStep(tx, s)
+				}
+				return err
+			}
+		default:
+			return fmt.Errorf("decide %s/%d: decision %q: %w", wfID, n, res.Decision, policy.ErrUnexpectedResult)
+		}
+		// Write-ahead: the intent and the pre-state are durable before the effect.
+		s.Attempts++
+		if e.controls.WriteAhead {
+			s.Status, s.ReservedAt, s.Baseline = store.StepStarted, now, baseline
+		}
+		proceed = true
+		return e.putStep(tx, s)
+	})
+	if err != nil {
+		return s, err
+	}
+	if decided.Seq != 0 {
+		e.obs.Decided(decided)
+	}
+	for _, a := range changed {
+		e.obs.ApprovalChanged(a)
+	}
+	if !proceed {
+		e.finished(s, start)
+		return s, nil
+	}
+	return e.dispatch(ctx, w, s, start)
+}
+
+// stillWaiting reports whether a waiting step's approval is still pending
+// and unexpired, in which case running it would change nothing.
+func (e *Engine) stillWaiting(s store.Step) bool {
+	a, err := e.Approval(context.Background(), s.Approval)
+	return err == nil && a.Status == store.ApprovalPending && e.clock.Now().Before(a.Expires) &&
+		(!e.controls.BindApproval || a.CallHash == Binding(s.Workflow, s.Tool, s.Args))
+}
+
+// dispatch performs the effect of a reserved step and records the outcome.
+func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
+	if err := e.fail("before_dispatch"); err != nil {
+		return s, err
+	}
+	call := Call{Tool: s.Tool, Args: s.Args, Key: s.Key, FreshKeyPerAttempt: !e.controls.IdempotencyKeys}
+	result, err := e.systems.Execute(ctx, e.actor(w), call)
+	if err == nil {
+		if ferr := e.fail("after_dispatch"); ferr != nil {
+			return s, ferr
+		}
+	}
+	return e.record(s, result, err, start)
+}
+
+// record stores the outcome of a dispatch.
+func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start time.Time) (store.Step, error) {
+	var refused *Refused
+	var retErr error
+	err := e.db.Update(func(tx *store.Tx) error {
+		now := e.clock.Now()
+		if s.ReservedAt.IsZero() {
+			s.ReservedAt = now // no write-ahead: the spend is known only now
+		}
+		switch {
+		case derr == nil:
+			s.Status, s.Result, s.Finished = store.StepDone, result, now
+		case errors.As(derr, &refused):
+			s.Status, s.Finished = store.StepDenied, now
+			s.Note = fmt.Sprintf("refused by the %s: %s: %s", tool.MustLookup(s.Tool).Audience, refused.Code, refused.Message)
+			e.obs.DispatchFailed(s.Tool, "refused")
+		case errors.Is(derr, ErrOutcomeUnknown):
+			s.Status = store.StepUnknown
+			s.Note = "outcome unknown: resume resolves it by lookup, or a person reconciles it"
+			e.obs.DispatchFailed(s.Tool, "outcome_unknown")
+		default:
+			// Nothing happened downstream: release the reservation.
+			s.Status, s.ReservedAt, s.Baseline = store.StepPending, time.Time{}, nil
+			s.Note = "system of record unavailable; resume to retry"
+			retErr = fmt.Errorf("dispatch %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, derr)
+			e.obs.DispatchFailed(s.Tool, "transient")
+		}
+		return e.putStep(tx, s)
+	})
+	if err != nil {
+		return s, err
+	}
+	if err := e.fail("after_record"); err != nil {
+		return s, err
+	}
+	e.finished(s, start)
+	return s, retErr
+}
+
+// recover continues a step that a crash or a lost answer left started or
+// unknown. A refund is dispatched again with the same key (the ledger
+// replays); a reshipment, which has no key, is resolved against the
+// baseline: one more shipment means it happened.
+func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
+	spec := tool.MustLookup(s.Tool)
+	if spec.Idempotent {
+		if s.Tool == tool.IssueRefund && s.Status == store.StepUnknown {
+			if entry, found, err := e.systems.RefundByKey(ctx, s.Key); err == nil && found {
+				s.Note = "resolved by lookup: the ledger has the entry"
+				return e.record(s, entry, nil, start)
+			}
+		}
+		return e.dispatch(ctx, w, s, start)
+	}
+	if s.Baseline == nil {
+		if s.Status == store.StepUnknown {
+			return s, nil // nothing to compare with: a person reconciles it
+		}
+		s.Status = store.StepUnknown
+		return e.record(s, nil, ErrOutcomeUnknown, start)
+	}
+	now, err := e.systems.Shipments(ctx, s.Args.Order)
+	if err != nil {
+		return s, fmt.Errorf("resolve %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, err)
+	}
+	if now > *s.Baseline {
+		s.Note = fmt.Sprintf("resolved by lookup: %d shipment(s) against a baseline of %d", now, *s.Baseline)
+		result, _ := json.Marshal(map[string]any{"resolved_by": "lookup", "shipments": now})
+		return e.record(s, result, nil, start)
+	}
+	// Nothing happened: the call can be repeated safely, against a fresh baseline.
+	err = e.db.Update(func(tx *store.Tx) error {
+		s.Baseline, s.Attempts = &now, s.Attempts+1
+		s.Note = "resolved by lookup: no shipment was made; dispatching again"
+		return e.putStep(tx, s)
+	})
+	if err != nil {
+		return s, err
+	}
+	return e.dispatch(ctx, w, s, start)
+}
+
+func (e *Engine) putStep(tx *store.Tx, s store.Step) error {
+	if err := tx.PutStep(s); err != nil {
+		return err
+	}
+	return e.refreshWorkflow(tx, s.Workflow)
+}
+
+func (e *Engine) finished(s store.Step, start time.Time) {
+	e.obs.StepFinished(s, time.Since(start))
+}
+
+func (e *Engine) switchOn(name tool.Name) bool {
+	on := true
+	_ = e.db.View(func(tx *store.Tx) error { on = tx.Switch(string(name)); return nil })
+	return on
+}
+
+// totals are the spending facts a decision needs, read from the indexes.
+func (e *Engine) totals(tx *store.Tx, w store.Workflow, s store.Step, lim policy.Limits, now time.Time) policy.Totals {
+	t := policy.Totals{
+		RepDay:    tx.RepSpentSince(w.User, now.Add(-lim.RepWindow)),
+		AgentHour: tx.AgentSpentSince(now.Add(-time.Hour)),
+	}
+	if e.controls.Cumulative {
+		t.OrderRefunded = tx.OrderSpent(s.Args.Order)
+	}
+	return t
+}
+
+// actor is the delegation an effect of workflow w runs under.
+func (e *Engine) actor(w store.Workflow) Actor {
+	a := Actor{Rep: w.User, Ceiling: w.Delegation.RefundCeiling}
+	if !e.controls.DownstreamCeiling {
+		a.Ceiling = 1 << 40 // no effective ceiling: the policy alone bounds the amount
+	}
+	return a
+}
+
+func delegation(w store.Workflow) *policy.User {
+	d := w.Delegation
+	if d.ID == "" {
+		return nil
+	}
+	return &policy.User{ID: d.ID, Role: d.Role, Region: d.Region, Scopes: d.Scopes, RefundCeiling: d.RefundCeiling}
+}
+
+func isRefused(err error) bool {
+	var r *Refused
+	return errors.As(err, &r)
+}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
+)
+
+// Person is an authenticated caller: the claims of their bearer token.
+type Person struct {
+	ID            string
+	Role          string
+	Region        string
+	Scopes        []string
+	RefundCeiling money.Cents
+	ApproveLimit  money.Cents
+}
+
+// Roles.
+const (
+	RoleRep      = "rep"
+	RoleLead     = "lead"
+	RoleOperator = "operator"
+)
+
+// InvalidError is a request field that breaks the API's schema (422).
+type InvalidError struct {
+	Field   string
+	Problem string
+}
+
+func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
+
+var workflowID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CreateWorkflow opens a workflow for ticket on behalf of rep p. An empty id
+// gets a generated one. Asking again with the same id, ticket and rep
+// returns the existing workflow with created false.
+func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string) (w store.Workflow, created bool, err error) {
+	if p.Role != RoleRep {
+		return store.Workflow{}, false, fmt.Errorf("create workflow: only a rep's delegation can open one: %w", ErrForbidden)
+	}
+	if id == "" {
+		id = "W-" + ulid.Make().String()
+	}
+	if !workflowID.MatchString(id) {
+		return store.Workflow{}, false, &InvalidError{"id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+	}
+	if ticket == "" || len(ticket) > 128 || !utf8.ValidString(ticket) {
+		return store.Workflow{}, false, &InvalidError{"ticket", "required, at most 128 bytes of UTF-8"}
+	}
+	now := e.clock.Now()
+	err = e.db.Update(func(tx *store.Tx) error {
+		old, err := tx.Workflow(id)
+		if err == nil {
+			if old.Ticket != ticket || old.User != p.ID {
+				return fmt.Errorf("workflow %q: %w", id, ErrWorkflowExists)
+			}
+			w = old
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		w = store.Workflow{
+			ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
+			Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
+				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling},
+			PolicyRevision: e.policy.Revision(), Created: now, Updated: now,
+		}
+		created = true
+		return tx.CreateWorkflow(w)
+	})
+	return w, created, err
+}
+
+// Workflow returns a workflow with its steps. A rep sees only their own;
+// leads and operators see all.
+func (e *Engine) Workflow(ctx context.Context, p Person, id string) (store.Workflow, []store.Step, error) {
+	var w store.Workflow
+	var steps []store.Step
+	err := e.db.View(func(tx *store.Tx) error {
+		var err error
+		if w, err = e.readableWorkflow(tx, p, id); err != nil {
+			return err
+		}
+		steps, err = tx.Steps(id)
+		return err
+	})
+	return w, steps, err
+}
+
+func (e *Engine) readableWorkflow(tx *store.Tx, p Person, id string) (store.Workflow, error) {
+	w, err := tx.Workflow(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return w, fmt.Errorf("workflow %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return w, err
+	}
+	if p.Role == RoleRep && w.User != p.ID {
+		return w, fmt.Errorf("workflow %q belongs to another rep: %w", id, ErrForbidden)
+	}
+	return w, nil
+}
+
+// ownWorkflow is readableWorkflow for acting: only the rep it belongs to.
+func (e *Engine) ownWorkflow(tx *store.Tx, p Person, id string) (store.Workflow, error) {
+	w, err := e.readableWorkflow(tx, p, id)
+	if err == nil && w.User != p.ID {
+		err = fmt.Errorf("workflow %q: only its rep's agent may change it: %w", id, ErrForbidden)
+	}
+	return w, err
+}
+
+// Approval returns one approval record.
+func (e *Engine) Approval(ctx context.Context, id string) (store.Approval, error) {
+	var a store.Approval
+	err := e.db.View(func(tx *store.Tx) error {
+		var err error
+		a, err = tx.Approval(id)
+		if errors.Is(err, store.ErrNotFound) {
+			err = fmt.Errorf("approval %q: %w", id, ErrNotFound)
+		}
+		return err
+	})
+	return a, err
+}
+
+// workflowStatus derives a workflow's status from its steps.
+func workflowStatus(steps []store.Step) store.WorkflowStatus {
+	has := map[store.StepStatus]bool{}
+	for _, s := range steps {
+		has[s.Status] = true
+	}
+	switch {
+	case has[store.StepUnknown]:
+		return store.WorkflowNeedsReconciliation
+	case has[store.StepHeld]:
+		return store.WorkflowPaused
+	case has[store.StepWaitingApproval]:
+		return store.WorkflowWaitingApproval
+	case has[store.StepPending] || has[store.StepStarted] || len(steps) == 0:
+		return store.WorkflowRunning
+	case has[store.StepDenied]:
+		return store.WorkflowFailed
+	default:
+		return store.WorkflowDone
+	}
+}
+
+// refreshWorkflow recomputes and stores the workflow's status.
+func (e *Engine) refreshWorkflow(tx *store.Tx, id string) error {
+	w, err := tx.Workflow(id)
+	if err != nil {
+		return err
+	}
+	steps, err := tx.Steps(id)
+	if err != nil {
+		return err
+	}
+	w.Status = workflowStatus(steps)
+	w.Steps = len(steps)
+	w.Updated = e.clock.Now()
+	return tx.PutWorkflow(w)
+}

@@ -1,0 +1,282 @@
+// Package devstack brings up the whole of countersign on loopback from a
+// data directory: the ledger and the order system (each with its own bbolt
+// file), the dev identity provider, the actor-token authority, the store,
+// the policy engine with its bundle, the step engine and the sidecar. It is
+// what `serve --dev`, the demo and the end-to-end tests run, so they all run
+// the real pieces over real sockets.
+//
+// State lives under the data directory, so a stack started again over the
+// same directory finds the ledger, the order system, the keys and every
+// workflow as they were.
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/fixture"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/release"
+	"github.com/countersign/countersign/executor/sim/idp"
+	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/systems"
+	"github.com/countersign/countersign/executor/telemetry"
+	"github.com/countersign/countersign/sidecar"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// Options configure a stack. DataDir is required.
+type Options struct {
+	DataDir string
+	// Listen is the sidecar's address. Default 127.0.0.1:0.
+	Listen string
+	// Bundle, when set, is activated through the gate at start. Otherwise
+	// the bundle the store records as active is restored, or the embedded
+	// p1 is activated on a fresh directory.
+	Bundle *policy.Bundle
+	// Clock defaults to the wall clock.
+	Clock engine.Clock
+	// Controls default to engine.DefaultControls (tests remove one).
+	Controls *engine.Controls
+	// Failpoint is passed to the engine (crash tests).
+	Failpoint func(string) error
+	Logger    *slog.Logger
+}
+
+// Endpoints are the base URLs dev mode writes to dev-endpoints.json.
+type Endpoints struct {
+	Sidecar    string `json:"sidecar"`
+	Ledger     string `json:"ledger"`
+	Orders     string `json:"orders"`
+	IssuerJWKS string `json:"issuer_jwks"`
+}
+
+// Stack is a running system.
+type Stack struct {
+	Endpoints Endpoints
+	// Tokens are bearer tokens for every fixture person, valid 24 h.
+	Tokens map[string]string
+
+	Ledger    *ledger.Server
+	Orders    *orders.Server
+	IdP       *idp.Issuer
+	Authority *credential.Authority
+	Store     *store.DB
+	Policy    *policy.Engine
+	Releases  *release.Service
+	Engine    *engine.Engine
+	Server    *sidecar.Server
+
+	verifier *authn.Verifier
+	cancel   context.CancelFunc
+	served   chan error
+	closers  []func() error
+}
+
+// StoreFile is the sidecar's bbolt file under the data directory.
+const StoreFile = "sidecar.db"
+
+// agentID is the act.sub of every actor token the stack mints.
+const agentID = "quillfeather-support-agent"
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now().UTC() }
+
+// Start brings the stack up and serves until Close.
+func Start(ctx context.Context, o Options) (st *Stack, err error) {
+	if o.DataDir == "" {
+		return nil, errors.New("devstack: DataDir is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	st = &Stack{}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	now := o.Clock.Now
+	serve := func(name string, h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("devstack: listen for %s: %w", name, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		st.closers = append(st.closers, func() error { return srv.Close() })
+		return "http://" + ln.Addr().String(), nil
+	}
+
+	sidecarLn, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: listen for the sidecar: %w", err)
+	}
+	st.closers = append(st.closers, func() error { sidecarLn.Close(); return nil })
+	st.Endpoints.Sidecar = "http://" + sidecarLn.Addr().String()
+	jwksURL := st.Endpoints.Sidecar + "/.well-known/jwks.json"
+
+	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: now, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	// The receivers fetch the JWKS on every request (max age 0), so a
+	// raised epoch refuses old tokens at once.
+	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, "ledger"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.Ledger.Close)
+	var seed []orders.Order
+	for _, ord := range fixture.Orders() {
+		seed = append(seed, orders.Order{ID: ord.ID, Region: ord.Region, Customer: ord.Customer, Paid: int64(ord.Paid), Status: ord.Status})
+	}
+	if st.Orders, err = orders.Open(orders.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Orders: seed, Clock: now, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.Orders.Close)
+	if st.Endpoints.Ledger, err = serve("ledger", st.Ledger); err != nil {
+		return nil, err
+	}
+	if st.Endpoints.Orders, err = serve("orders", st.Orders); err != nil {
+		return nil, err
+	}
+
+	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: now}); err != nil {
+		return nil, err
+	}
+	if st.Endpoints.IssuerJWKS, err = serve("issuer", st.IdP.JWKSHandler()); err != nil {
+		return nil, err
+	}
+	st.Endpoints.IssuerJWKS += "/.well-known/jwks.json"
+	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
+		return nil, err
+	}
+	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: now}); err != nil {
+		return nil, err
+	}
+
+	if st.Store, err = store.Open(filepath.Join(o.DataDir, StoreFile), store.Options{}); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.Store.Close)
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store}, Clock: now})
+	st.Releases = release.New(st.Store, st.Policy)
+	if err := st.loadBundle(ctx, o.Bundle); err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := telemetry.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	sys, err := systems.New(systems.Options{
+		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: agentID, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Engine = engine.New(engine.Options{
+		Store: st.Store, Policy: st.Policy, Systems: sys, Clock: o.Clock, Logger: o.Logger,
+		Agent: agentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics,
+	})
+	st.Server = sidecar.New(sidecar.Options{
+		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
+		Auth: st.verifier, Gatherer: reg, Logger: o.Logger,
+	})
+	sctx, cancel := context.WithCancel(context.Background())
+	st.cancel, st.served = cancel, make(chan error, 1)
+	go func() { st.served <- st.Server.Serve(sctx, sidecarLn) }()
+
+	// Finish what a crash may have left between decision and record.
+	if err := st.Engine.ResumeAll(ctx); err != nil {
+		if errors.Is(err, engine.ErrCrashed) {
+			return st, err
+		}
+		o.Logger.Warn("resume at start incomplete", "err", err)
+	}
+	return st, nil
+}
+
+// loadBundle activates the requested bundle, restores the recorded one, or
+// activates the embedded p1 on a fresh directory.
+func (st *Stack) loadBundle(ctx context.Context, b *policy.Bundle) error {
+	by := policy.Activation{By: "dev-mode"}
+	if b != nil {
+		_, err := st.Releases.ActivateBundle(ctx, b, by)
+		return err
+	}
+	err := st.Releases.Restore(ctx)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	fsys, err := bundles.Open("p1")
+	if err != nil {
+		return err
+	}
+	p1, err := policy.LoadFS(fsys)
+	if err != nil {
+		return err
+	}
+	_, err = st.Releases.ActivateBundle(ctx, p1, by)
+	return err
+}
+
+// WriteFiles writes dev-endpoints.json and dev-tokens.json (0600) into dir.
+func (st *Stack) WriteFiles(dir string) error {
+	for name, v := range map[string]any{"dev-endpoints.json": st.Endpoints, "dev-tokens.json": st.Tokens} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o600); err != nil {
+			return fmt.Errorf("devstack: write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Close shuts the sidecar down gracefully, then everything else.
+func (st *Stack) Close() error {
+	var errs []error
+	if st.cancel != nil {
+		st.cancel()
+		if err := <-st.served; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+		st.cancel = nil
+	}
+	if st.verifier != nil {
+		st.verifier.Close(context.Background())
+	}
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		if err := st.closers[i](); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	st.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,199 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/tool"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// apiError is an answer of the contract's error shape.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Rule    string `json:"rule,omitempty"`
+	// Extra top-level fields beside "error" (gate failures, a denied step).
+	extra map[string]any
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an error from any layer to the contract's status and code.
+// Messages of internal errors stay in the log; the client gets the request id.
+func classify(err error) *apiError {
+	var ae *apiError
+	var he *echo.HTTPError
+	var ue *authn.Error
+	var se *tool.SchemaError
+	var ie *engine.InvalidError
+	var ar *engine.ApprovalRefused
+	var ge *policy.GateError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ue):
+		return &apiError{Status: http.StatusUnauthorized, Code: string(ue.Code), Message: ue.Message}
+	case errors.Is(err, authn.ErrUnauthenticated):
+		return newError(http.StatusUnauthorized, "unauthenticated", "%v", err)
+	case errors.As(err, &se):
+		return newError(http.StatusUnprocessableEntity, "invalid_args", "%v", se)
+	case errors.As(err, &ie):
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "%v", ie)
+	case errors.Is(err, tool.ErrUnknownTool):
+		return newError(http.StatusNotFound, "unknown_tool", "%v", err)
+	case errors.As(err, &ar):
+		return newError(http.StatusForbidden, ar.Code, "%s", refusalMessage(ar.Code))
+	case errors.Is(err, engine.ErrNotFound):
+		return newError(http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, engine.ErrForbidden):
+		return newError(http.StatusForbidden, "forbidden", "%v", err)
+	case errors.Is(err, engine.ErrWorkflowExists):
+		return newError(http.StatusConflict, "workflow_exists", "%v; use another id or the same ticket", err)
+	case errors.Is(err, engine.ErrNotAmendable):
+		return newError(http.StatusConflict, "step_not_amendable", "%v; propose a new step instead", err)
+	case errors.Is(err, engine.ErrNotPending):
+		return newError(http.StatusConflict, "not_pending", "%v", err)
+	case errors.As(err, &ge):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "gate_failed",
+			Message: "the candidate bundle failed the gate; the active bundle is unchanged",
+			extra:   map[string]any{"failures": gateFailures(ge.Report)}}
+	case errors.Is(err, policy.ErrInvalidBundle):
+		return newError(http.StatusUnprocessableEntity, "invalid_bundle", "%v", err)
+	case errors.Is(err, policy.ErrNoBundle):
+		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
+	case errors.Is(err, engine.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, "system_unavailable", "%v", err)
+	case errors.As(err, &he):
+		return httpError(he)
+	}
+	return newError(http.StatusInternalServerError, "internal", "internal error; quote the request id when you report it")
+}
+
+func httpError(he *echo.HTTPError) *apiError {
+	switch he.Code {
+	case http.StatusNotFound:
+		return newError(he.Code, "not_found", "no such endpoint; see API.md")
+	case http.StatusMethodNotAllowed:
+		return newError(he.Code, "method_not_allowed", "method not allowed on this endpoint")
+	case http.StatusRequestEntityTooLarge:
+		return newError(he.Code, "body_too_large", "request body is over the limit of 1 MiB")
+	case http.StatusUnauthorized:
+		return newError(he.Code, "unauthenticated", "send Authorization: Bearer <token>")
+	}
+	return newError(he.Code, "http_error", "%v", he.Message)
+}
+
+func refusalMessage(code string) string {
+	switch policy.Refusal(code) {
+	case policy.RequesterCannotApprove:
+		return "the rep who requested the call cannot approve it; ask a lead of the region"
+	case policy.ApproverNotLead:
+		return "only a lead can approve"
+	case policy.ApprovalExpired:
+		return "the approval expired; the agent's next resume requests a new one"
+	case policy.ApproverOutsideRegion:
+		return "the approver must be a lead of the requester's region"
+	case policy.AboveApproverLimit:
+		return "the amount is above the approver's limit; ask a lead whose limit covers it"
+	}
+	return "approval refused by the approver rules"
+}
+
+// errorHandler is the server's one HTTPErrorHandler.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	ae := classify(err)
+	rid := c.Response().Header().Get(echo.HeaderXRequestID)
+	if ae.Status >= 500 {
+		s.log.Error("request failed", "request_id", rid, "path", c.Path(), "err", err)
+	}
+	if ae.Status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+	}
+	body := map[string]any{"error": ae, "request_id": rid}
+	for k, v := range ae.extra {
+		body[k] = v
+	}
+	var werr error
+	if c.Request().Method == http.MethodHead {
+		werr = c.NoContent(ae.Status)
+	} else {
+		werr = c.JSON(ae.Status, body)
+	}
+	if werr != nil {
+		s.log.Warn("writing error response", "request_id", rid, "err", werr)
+	}
+}
+
+// decodeJSON decodes a request body strictly: JSON content type, one value,
+// no unknown fields. Malformed JSON is 400; well-formed JSON that breaks the
+// schema is 422.
+func decodeJSON(c echo.Context, v any) error {
+	req := c.Request()
+	if ct := req.Header.Get(echo.HeaderContentType); !isJSON(ct) {
+		return newError(http.StatusBadRequest, "unsupported_content_type", "send Content-Type: application/json")
+	}
+	var raw json.RawMessage
+	dec := json.NewDecoder(req.Body)
+	if err := dec.Decode(&raw); err != nil {
+		if overLimit(err) {
+			return echo.ErrStatusRequestEntityTooLarge
+		}
+		return newError(http.StatusBadRequest, "malformed_json", "request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return newError(http.StatusBadRequest, "malformed_json", "request body holds more than one JSON value")
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "request body must be a JSON object")
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(v); err != nil {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "%v", err)
+	}
+	return nil
+}
+
+// overLimit reports whether reading a body failed because it passed the
+// body limit. A body of unknown length (chunked) passes the Content-Length
+// check of the BodyLimit middleware and fails only while being read, with
+// the middleware's own 413 error rather than an *http.MaxBytesError.
+func overLimit(err error) bool {
+	var mbe *http.MaxBytesError
+	var he *echo.HTTPError
+	return errors.As(err, &mbe) || errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge
+}
+
+func isJSON(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "application/json"
+}
+
+// gateFailures lists what a rejected bundle failed, in the contract's shape.
+func gateFailures(r policy.Report) []map[string]any {
+	out := []map[string]any{}
+	for _, f := range r.Failures() {
+		out = append(out, map[string]any{"case": f.Case, "amount": f.Amount, "expected": f.Expected, "got": f.Got})
+	}
+	for _, name := range r.TestFailures {
+		out = append(out, map[string]any{"case": "rego test " + name, "expected": "pass", "got": "fail"})
+	}
+	return out
+}

@@ -1,0 +1,354 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+const principalKey = "principal"
+
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.ready)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
+	e.GET("/.well-known/jwks.json", s.jwks)
+
+	v1 := e.Group("/v1", s.authenticate)
+	any := func(h echo.HandlerFunc) echo.HandlerFunc { return h }
+	rep, lead, op := s.role(engine.RoleRep), s.role(engine.RoleLead, engine.RoleOperator), s.role(engine.RoleOperator)
+
+	v1.GET("/tools", any(s.tools))
+	v1.POST("/workflows", rep(s.createWorkflow))
+	v1.GET("/workflows/:id", any(s.getWorkflow))
+	v1.POST("/workflows/:id/steps", rep(s.proposeStep))
+	v1.PATCH("/workflows/:id/steps/:n", rep(s.amendStep))
+	v1.POST("/workflows/:id/resume", s.role(engine.RoleRep, engine.RoleOperator)(s.resume))
+
+	v1.GET("/approvals", lead(s.listApprovals))
+	v1.GET("/approvals/:id", any(s.getApproval))
+	// Anyone authenticated may try: the approver rules of the bundle refuse
+	// with a specific code (requester_cannot_approve, approver_not_lead, ...).
+	v1.POST("/approvals/:id/approve", any(s.approve))
+	v1.POST("/approvals/:id/reject", any(s.reject))
+
+	v1.GET("/switches", op(s.switches))
+	v1.PUT("/switches/:tool", op(s.setSwitch))
+	v1.POST("/credentials/epoch", op(s.raiseEpoch))
+	v1.GET("/bundles", op(s.bundles))
+	v1.GET("/bundles/active", op(s.activeBundle))
+	v1.POST("/bundles", op(s.uploadBundle))
+	v1.GET("/decisions", s.role(engine.RoleOperator, engine.RoleLead)(s.decisions))
+}
+
+// authenticate verifies the bearer token of every /v1 request.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		raw, err := authn.FromHeader(c.Request().Header.Get(echo.HeaderAuthorization))
+		if err != nil {
+			return err
+		}
+		p, err := s.opts.Auth.Verify(c.Request().Context(), raw)
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// role admits only callers with one of roles.
+func (s *Server) role(roles ...string) func(echo.HandlerFunc) echo.HandlerFunc {
+	return func(h echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if p := person(c); !slices.Contains(roles, p.Role) {
+				return newError(http.StatusForbidden, "forbidden_role", "this endpoint is for the %v role; your token's role is %q", roles, p.Role)
+			}
+			return h(c)
+		}
+	}
+}
+
+func person(c echo.Context) engine.Person {
+	p, _ := c.Get(principalKey).(authn.Principal)
+	return engine.Person{ID: p.ID, Role: p.Role, Region: p.Region, Scopes: p.Scopes,
+		RefundCeiling: p.RefundCeiling, ApproveLimit: p.ApproveLimit}
+}
+
+func (s *Server) ready(c echo.Context) error {
+	if s.opts.Policy.Revision() == "" {
+		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
+	}
+	if err := s.opts.Engine.Ping(); err != nil {
+		return newError(http.StatusServiceUnavailable, "not_ready", "store unavailable: %v", err)
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "policy_revision": s.opts.Policy.Revision()})
+}
+
+func (s *Server) jwks(c echo.Context) error {
+	b, err := s.opts.Credentials.JWKSJSON()
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "application/jwk-set+json", b)
+}
+
+func (s *Server) tools(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"tools": tool.All()})
+}
+
+func (s *Server) createWorkflow(c echo.Context) error {
+	var req struct {
+		Ticket string `json:"ticket"`
+		ID     string `json:"id"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	w, created, err := s.opts.Engine.CreateWorkflow(c.Request().Context(), person(c), req.ID, req.Ticket)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, workflowView(w, nil))
+}
+
+func (s *Server) getWorkflow(c echo.Context) error {
+	w, steps, err := s.opts.Engine.Workflow(c.Request().Context(), person(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.workflowWithSteps(c, w, steps))
+}
+
+func (s *Server) proposeStep(c echo.Context) error {
+	var req struct {
+		Tool string          `json:"tool"`
+		Args json.RawMessage `json:"args"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Tool == "" {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "tool: required; GET /v1/tools lists them")
+	}
+	step, err := s.opts.Engine.Propose(c.Request().Context(), person(c), c.Param("id"), tool.Name(req.Tool), req.Args)
+	if err != nil {
+		return err
+	}
+	return s.stepAnswer(c, step)
+}
+
+func (s *Server) amendStep(c echo.Context) error {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n < 1 {
+		return newError(http.StatusNotFound, "not_found", "step %q: steps are numbered from 1", c.Param("n"))
+	}
+	var req struct {
+		Args json.RawMessage `json:"args"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	step, err := s.opts.Engine.Amend(c.Request().Context(), person(c), c.Param("id"), n, req.Args)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.stepView(c, step))
+}
+
+func (s *Server) resume(c echo.Context) error {
+	w, steps, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
+	if err != nil && w.ID == "" {
+		return err
+	}
+	if err != nil {
+		// Some step could not go on (a system of record is down); the
+		// workflow says where each step stands.
+		s.log.Warn("resume incomplete", "workflow", w.ID, "err", err)
+	}
+	return c.JSON(http.StatusOK, s.workflowWithSteps(c, w, steps))
+}
+
+// stepAnswer answers a proposed step with the status code of its status.
+func (s *Server) stepAnswer(c echo.Context, step store.Step) error {
+	view := s.stepView(c, step)
+	switch step.Status {
+	case store.StepDone, store.StepSuppressed:
+		return c.JSON(http.StatusOK, view)
+	case store.StepDenied:
+		code, msg := "policy_denied", "denied by policy rule "+step.Rule
+		if step.Decision != string(policy.Deny) {
+			code, msg = "refused_downstream", step.Note
+		}
+		view["error"] = apiError{Code: code, Message: msg, Rule: step.Rule}
+		return c.JSON(http.StatusForbidden, view)
+	default:
+		return c.JSON(http.StatusAccepted, view)
+	}
+}
+
+func (s *Server) listApprovals(c echo.Context) error {
+	status := store.ApprovalStatus(c.QueryParam("status"))
+	switch status {
+	case "", store.ApprovalPending, store.ApprovalApproved, store.ApprovalUsed, store.ApprovalRejected, store.ApprovalExpired, store.ApprovalVoid:
+	default:
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "status: one of pending, approved, used, rejected, expired, void")
+	}
+	list, err := s.opts.Engine.Approvals(c.Request().Context(), status)
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, a := range list {
+		out = append(out, approvalView(a))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": out})
+}
+
+func (s *Server) getApproval(c echo.Context) error {
+	a, err := s.opts.Engine.Approval(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if p := person(c); p.Role == engine.RoleRep && p.ID != a.Requester {
+		return newError(http.StatusForbidden, "forbidden", "a rep sees only the approvals of their own calls")
+	}
+	return c.JSON(http.StatusOK, approvalView(a))
+}
+
+func (s *Server) approve(c echo.Context) error { return s.decideApproval(c, s.opts.Engine.Approve) }
+func (s *Server) reject(c echo.Context) error  { return s.decideApproval(c, s.opts.Engine.Reject) }
+
+func (s *Server) decideApproval(c echo.Context, act func(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)) error {
+	var req struct {
+		Comment string `json:"comment"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	a, err := act(c.Request().Context(), person(c), c.Param("id"), req.Comment)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, approvalView(a))
+}
+
+func (s *Server) switches(c echo.Context) error {
+	sw, err := s.opts.Engine.Switches(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"switches": sw})
+}
+
+func (s *Server) setSwitch(c echo.Context) error {
+	var req struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Enabled == nil {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "enabled: required, true or false")
+	}
+	name := tool.Name(c.Param("tool"))
+	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tool": name, "enabled": *req.Enabled})
+}
+
+func (s *Server) raiseEpoch(c echo.Context) error {
+	n, err := s.opts.Credentials.Raise(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	s.log.Info("credential epoch raised", "epoch", n, "by", person(c).ID)
+	return c.JSON(http.StatusOK, map[string]int{"epoch": n})
+}
+
+func (s *Server) bundles(c echo.Context) error {
+	h, err := s.opts.Releases.History(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		h = []store.BundleRecord{}
+	}
+	return c.JSON(http.StatusOK, h)
+}
+
+func (s *Server) activeBundle(c echo.Context) error {
+	rec, err := s.opts.Releases.Active(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec)
+}
+
+// uploadBundle activates a bundle .tar.gz through the gate, or, for an
+// operator with ?break_glass=true&reason=..., without it.
+func (s *Server) uploadBundle(c echo.Context) error {
+	mt, _, _ := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	switch mt {
+	case "application/gzip", "application/x-gzip", "application/octet-stream", "application/x-tar+gzip":
+	default:
+		return newError(http.StatusBadRequest, "unsupported_content_type", "send the bundle .tar.gz as Content-Type: application/gzip")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		if overLimit(err) {
+			return echo.ErrStatusRequestEntityTooLarge
+		}
+		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
+	}
+	a := policy.Activation{By: person(c).ID, Reason: c.QueryParam("reason")}
+	switch c.QueryParam("break_glass") {
+	case "", "false":
+	case "true":
+		a.BreakGlass = true
+	default:
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "break_glass: true or false")
+	}
+	if a.BreakGlass && a.Reason == "" {
+		return newError(http.StatusUnprocessableEntity, "reason_required", "a break-glass activation needs ?reason=... saying why the gate is skipped")
+	}
+	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, rec)
+}
+
+func (s *Server) decisions(c echo.Context) error {
+	wf := c.QueryParam("workflow")
+	list, err := s.opts.Engine.Decisions(c.Request().Context(), wf)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []store.Decision{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"decisions": list})
+}

@@ -1,0 +1,119 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/release"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// Authenticator verifies a person's bearer token.
+type Authenticator interface {
+	Verify(ctx context.Context, raw string) (authn.Principal, error)
+}
+
+// Credentials is the actor-token authority as the API exposes it.
+type Credentials interface {
+	JWKSJSON() ([]byte, error)
+	Raise(ctx context.Context) (int, error)
+}
+
+// Options wire a Server; all but Logger are required.
+type Options struct {
+	Engine      *engine.Engine
+	Policy      *policy.Engine
+	Releases    *release.Service
+	Credentials Credentials
+	Auth        Authenticator
+	// Gatherer serves /metrics; Registerer gets the HTTP metrics.
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+	// BodyLimit defaults to 1M (1 MiB).
+	BodyLimit string
+}
+
+// Server is the sidecar's HTTP server.
+type Server struct {
+	echo *echo.Echo
+	opts Options
+	log  *slog.Logger
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New builds the server and its routes.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BodyLimit == "" {
+		opts.BodyLimit = "1M"
+	}
+	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(
+		middleware.RequestID(),
+		s.requestLog(),
+		middleware.Recover(),
+		middleware.BodyLimit(opts.BodyLimit),
+	)
+	s.routes()
+	return s
+}
+
+// ServeHTTP makes the server an http.Handler (tests, embedding).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Serve answers on ln until ctx ends, then shuts down gracefully, letting
+// requests in flight finish for up to 10 seconds.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutCtx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// requestLog logs one line per request with its id and the caller, never a
+// token or a body.
+func (s *Server) requestLog() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogMethod: true, LogURIPath: true, LogLatency: true, LogRequestID: true, LogError: true,
+		HandleError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			attrs := []any{"request_id", v.RequestID, "method", v.Method, "path", v.URIPath,
+				"status", v.Status, "latency_ms", float64(v.Latency.Microseconds()) / 1000}
+			if p, ok := c.Get(principalKey).(authn.Principal); ok {
+				attrs = append(attrs, "sub", p.ID, "role", p.Role)
+			}
+			if v.Error != nil {
+				attrs = append(attrs, "err", v.Error.Error())
+			}
+			s.log.Info("request", attrs...)
+			return nil
+		},
+	})
+}
