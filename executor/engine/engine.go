@@ -99,7 +99,9 @@ type Refused struct {
 	Message string
 }
 
-func (e *Refused) Error() string { return "refused by the system of record: " + e.Code + ": " + e.Message }
+func (e *Refused) Error() string {
+	return "refused by the system of record: " + e.Code + ": " + e.Message
+}
 
 // Errors a Systems implementation returns.
 var (
@@ -136,10 +138,10 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Decided(store.Decision)                   {}
-func (nopObserver) StepFinished(store.Step, time.Duration)   {}
-func (nopObserver) ApprovalChanged(store.Approval)           {}
-func (nopObserver) DispatchFailed(tool.Name, string)         {}
+func (nopObserver) Decided(store.Decision)                 {}
+func (nopObserver) StepFinished(store.Step, time.Duration) {}
+func (nopObserver) ApprovalChanged(store.Approval)         {}
+func (nopObserver) DispatchFailed(tool.Name, string)       {}
 
 // Engine runs workflows. It is safe for concurrent use; steps of one
 // workflow run one at a time.

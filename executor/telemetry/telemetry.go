@@ -58,7 +58,11 @@ func (m *Metrics) StepFinished(s store.Step, took time.Duration) {
 }
 
 // ApprovalChanged counts an approval entering its status.
-func (m *Metrics) ApprovalChanged(a store.Approval) { m.approvals.WithLabelValues(string(a.Status)).Inc() }
+func (m *Metrics) ApprovalChanged(a store.Approval) {
+	m.approvals.WithLabelValues(string(a.Status)).Inc()
+}
 
 // DispatchFailed counts a failed dispatch.
-func (m *Metrics) DispatchFailed(t tool.Name, class string) { m.dispatch.WithLabelValues(string(t), class).Inc() }
+func (m *Metrics) DispatchFailed(t tool.Name, class string) {
+	m.dispatch.WithLabelValues(string(t), class).Inc()
+}
