@@ -90,6 +90,8 @@ type Systems interface {
 	RefundByKey(ctx context.Context, key string) (json.RawMessage, bool, error)
 	// Execute performs the call with a fresh actor token per attempt.
 	Execute(ctx context.Context, as Actor, c Call) (json.RawMessage, error)
+	// Reverse posts a reversal of a ledger entry (idempotent by key).
+	Reverse(ctx context.Context, as Actor, entry, key string) (json.RawMessage, error)
 }
 
 // Refused is a system of record refusing a call (a 4xx with its reason).

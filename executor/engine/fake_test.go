@@ -27,6 +27,7 @@ type fakeSystems struct {
 	entries   map[string]money.Cents // by key
 	refunds   int                    // entries made
 	shipments map[string]int
+	reversals []string
 	loseNext  int // lose the response of the next N effects, after committing them
 }
 
@@ -78,7 +79,7 @@ func (f *fakeSystems) Execute(_ context.Context, as engine.Actor, c engine.Call)
 			f.entries[key] = c.Args.Amount
 			f.refunds++
 		}
-		result = json.RawMessage(fmt.Sprintf(`{"key":%q,"amount":%d}`, key, c.Args.Amount))
+		result = json.RawMessage(fmt.Sprintf(`{"id":"L%d","key":%q,"amount":%d}`, f.refunds, key, c.Args.Amount))
 	case tool.ReshipOrder:
 		f.shipments[c.Args.Order]++
 		result = json.RawMessage(`{"shipment":true}`)
@@ -90,6 +91,13 @@ func (f *fakeSystems) Execute(_ context.Context, as engine.Actor, c engine.Call)
 		return nil, engine.ErrOutcomeUnknown
 	}
 	return result, nil
+}
+
+func (f *fakeSystems) Reverse(_ context.Context, as engine.Actor, entry, key string) (json.RawMessage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reversals = append(f.reversals, entry)
+	return json.RawMessage(fmt.Sprintf(`{"kind":"reversal","reverses":%q,"by":%q}`, entry, as.Rep)), nil
 }
 
 // clock is a simulated clock.

@@ -96,3 +96,12 @@ func translate(err error) error {
 	}
 	return err
 }
+
+// Reverse posts a reversal of a ledger entry under the lead's authority.
+func (s *Systems) Reverse(ctx context.Context, as engine.Actor, entry, key string) (json.RawMessage, error) {
+	res, err := s.d.Reverse(ctx, dispatch.Call{Rep: as.Rep, Max: as.Ceiling, Tool: dispatch.ReverseRefund, Entry: entry, Key: key})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return res.JSON(), nil
+}
