@@ -35,6 +35,7 @@ func newRootCmd() *cobra.Command {
 		newTokenCmd(),
 		newSimCmd(),
 		newServeCmd(),
+		newAuditCmd(),
 	)
 	return root
 }

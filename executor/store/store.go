@@ -29,7 +29,7 @@ var (
 	bBlobs       = []byte("bundle_blobs")
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
-		bOrderSpent, bRepSpent, bAgentSpent, bBundles, bBlobs, bMeta}
+		bOrderSpent, bRepSpent, bAgentSpent, bBundles, bBlobs, bMeta, bAudit}
 )
 
 // Options tune Open. The zero value is what production uses.

@@ -1,0 +1,45 @@
+// Package audit is countersign's tamper-evident record of what happened: every
+// decision, approval transition, dispatch and result, switch change, epoch
+// raise, bundle activation attempt, compensation and alert.
+//
+// # Where it lives
+//
+// The log is a bucket of the state's own bbolt file (executor/store), and a
+// record is appended with [Log.Append] inside the caller's write transaction:
+// the engine appends the record of a state change in the same Update that
+// makes the change, so the two commit together or not at all. A crash can
+// lose neither a record of something that happened nor invent a record of
+// something that did not.
+//
+// # The chain
+//
+// Each [Record] carries the hash of the record before it (Prev, "" for the
+// first) and its own hash:
+//
+//	Hash = hex(sha256(Prev + "\n" + canonical JSON of the record without Hash))
+//
+// where the canonical JSON is an object with its keys sorted and no white
+// space (the form of [Record.Sum]). Record ids are ULIDs: they sort by time,
+// so the store's key order is the chain's order, and they increase strictly
+// even when the injected clock stands still or goes back.
+//
+// [Verify] walks the log in key order and reports the FIRST broken link: a
+// value that does not decode, a Prev that is not the previous record's Hash
+// (a record was deleted or the records were reordered), a Hash that does not
+// recompute (a record was edited), or an id inside a record that is not the
+// key it is stored under. Editing a record and recomputing its hash moves the
+// break to the next record, whose Prev no longer matches; rewriting the whole
+// tail needs the file and is what an external anchor catches: keep
+// [Report].Head somewhere else and compare. Truncating the tail is likewise
+// visible only against such an anchor (the record count or the head).
+//
+// # Arguments yes, tokens never
+//
+// A record keeps the tool arguments (they are what a reviewer needs), but
+// [Log.Append] refuses a record holding anything that looks like a JWT
+// ([ErrToken]). The log is append-only and chained: a token written into it
+// could never be removed without breaking the chain, and anyone allowed to
+// read the audit (GET /v1/audit, a copy of the file in a backup or a ticket)
+// could replay it until it expires. Record a token's jti, kid, audience and
+// scope instead; they identify it without granting anything.
+package audit

@@ -1,0 +1,16 @@
+package audit
+
+import "errors"
+
+// Errors callers branch on.
+var (
+	// ErrInvalid: the record misses a field every record needs (Kind,
+	// Actor) or holds arguments that are not JSON. A programming error in
+	// the caller; its transaction should fail.
+	ErrInvalid = errors.New("invalid audit record")
+	// ErrToken: the record holds a value that looks like a JWT. Tokens are
+	// never recorded (see the package documentation); record the jti.
+	ErrToken = errors.New("audit record holds a token")
+	// ErrCursor: the after cursor of List is not a record id.
+	ErrCursor = errors.New("audit cursor is not a record id")
+)

@@ -1,0 +1,105 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/countersign/countersign/executor/store"
+)
+
+// Reasons a link breaks, in the order Verify checks them for each record.
+const (
+	ReasonUndecodable = "record does not decode"
+	ReasonPrev        = "prev does not match the previous record's hash: a record was deleted or reordered"
+	ReasonHash        = "hash mismatch: record edited"
+	ReasonID          = "id inside the record does not match its key: record moved"
+	ReasonOrder       = "id out of order"
+)
+
+// Report is the result of Verify.
+type Report struct {
+	OK bool `json:"ok"`
+	// Records is the number of records in the log, broken or not.
+	Records int `json:"records"`
+	// Head is the Hash of the last record when the chain is intact. Kept
+	// outside the file (a ticket, another system), it lets a later Verify
+	// detect what the chain alone cannot: a truncated or rewritten tail.
+	Head string `json:"head,omitempty"`
+	// Broken is the first broken link, nil when OK.
+	Broken *Break `json:"broken,omitempty"`
+}
+
+// Break locates the first broken link.
+type Break struct {
+	// Index is the record's position in key order, from 0.
+	Index int `json:"index"`
+	// ID is the key the broken record is stored under.
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+func (b Break) String() string {
+	return fmt.Sprintf("record %d (%s): %s", b.Index, b.ID, b.Reason)
+}
+
+// Verify walks the log in key order, in one read transaction, and checks
+// that each record decodes, its Prev is the previous record's Hash ("" for
+// the first), its Hash recomputes, the id inside it is the key it is stored
+// under, and ids are ULIDs that increase. It reports the first link that
+// fails; a broken chain is a Report with OK false, not an error. The error
+// is for a store that cannot be read.
+func Verify(db *store.DB) (Report, error) {
+	var (
+		rep      Report
+		prevHash string
+		prevID   ulid.ULID
+	)
+	err := db.View(func(tx *store.Tx) error {
+		return tx.EachAudit(func(key, value []byte) error {
+			i := rep.Records
+			rep.Records++
+			if rep.Broken != nil {
+				return nil // count the rest; the first break is the one reported
+			}
+			r, id, reason := check(key, value, i, prevHash, prevID)
+			if reason != "" {
+				rep.Broken = &Break{Index: i, ID: string(key), Reason: reason}
+				return nil
+			}
+			prevHash, prevID = r.Hash, id
+			return nil
+		})
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("verify audit: %w", err)
+	}
+	rep.OK = rep.Broken == nil
+	if rep.OK {
+		rep.Head = prevHash
+	}
+	return rep, nil
+}
+
+// check decodes the record at index i and returns it with its id, or why
+// it breaks the chain.
+func check(key, value []byte, i int, prevHash string, prevID ulid.ULID) (Record, ulid.ULID, string) {
+	r, err := decode(value)
+	if err != nil {
+		return Record{}, ulid.ULID{}, ReasonUndecodable + ": " + err.Error()
+	}
+	if r.Prev != prevHash {
+		return r, ulid.ULID{}, ReasonPrev
+	}
+	if sum, err := r.Sum(); err != nil || sum != r.Hash {
+		return r, ulid.ULID{}, ReasonHash
+	}
+	if r.ID != string(key) {
+		return r, ulid.ULID{}, ReasonID
+	}
+	id, err := ulid.ParseStrict(r.ID)
+	if err != nil || id.String() != r.ID || (i > 0 && id.Compare(prevID) <= 0) {
+		return r, ulid.ULID{}, ReasonOrder
+	}
+	return r, id, ""
+}

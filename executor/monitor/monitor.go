@@ -1,0 +1,202 @@
+// Package monitor watches countersign's own records for two signs of an
+// incident and raises an alert (a log line, a metric and, through the
+// caller's sink, an audit record):
+//
+//   - the invariant, written at the effect rather than at the
+//     configuration: a refund above the auto limit executed without a used
+//     approval;
+//   - the process shape: requests that should need an approval keep coming
+//     while approvals requested fall to zero, which shows a policy change
+//     that removed the approval step even before a violating refund runs.
+//
+// The auto limit the monitor uses is its own (Options.AutoLimit, the
+// designed $50.00), never the active bundle's, so a misconfigured bundle
+// cannot silence it.
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// Alert kinds.
+const (
+	KindInvariant    = "refund_over_limit_without_approval"
+	KindProcessShape = "approvals_stopped"
+)
+
+// Alert is one thing a person must look at now.
+type Alert struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+	// Steps are the violating refunds (invariant alerts).
+	Steps []Violation `json:"steps,omitempty"`
+}
+
+// Violation is one refund that broke the invariant.
+type Violation struct {
+	Workflow string      `json:"workflow"`
+	N        int         `json:"n"`
+	Rep      string      `json:"rep"`
+	Order    string      `json:"order"`
+	Amount   money.Cents `json:"amount"`
+	At       time.Time   `json:"at"`
+}
+
+// Options configure a Monitor. Store and Clock are required.
+type Options struct {
+	Store *store.DB
+	Clock func() time.Time
+	// AutoLimit is the designed auto limit. Default 5000 cents.
+	AutoLimit money.Cents
+	// Window is the process-shape window. Default one hour.
+	Window time.Duration
+	// MinRequests is how many above-limit requests with no approval
+	// requested make the process-shape alert. Default 3.
+	MinRequests int
+	Logger      *slog.Logger
+	// Registerer gets countersign_alerts_total. Optional.
+	Registerer prometheus.Registerer
+	// Sink receives every alert (the audit). Optional.
+	Sink func(Alert) error
+}
+
+// Monitor checks the records when asked; the caller decides how often.
+type Monitor struct {
+	o      Options
+	seen   map[string]bool // violations already alerted
+	shaped bool            // the process-shape alert is standing
+	alerts *prometheus.CounterVec
+}
+
+// New returns a Monitor.
+func New(o Options) (*Monitor, error) {
+	if o.AutoLimit == 0 {
+		o.AutoLimit = 5000
+	}
+	if o.Window == 0 {
+		o.Window = time.Hour
+	}
+	if o.MinRequests == 0 {
+		o.MinRequests = 3
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Logger = o.Logger.With("component", "monitor")
+	m := &Monitor{o: o, seen: map[string]bool{}, alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "countersign_alerts_total", Help: "Alerts raised by the monitors, by kind.",
+	}, []string{"kind"})}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(m.alerts); err != nil {
+			return nil, fmt.Errorf("monitor: register metric: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Check looks at the records once and returns the new alerts.
+func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
+	now := m.o.Clock()
+	var violations []Violation
+	var aboveLimit, approvalsAsked int
+	err := m.o.Store.View(func(tx *store.Tx) error {
+		users := map[string]string{}
+		err := tx.AllSteps(func(s store.Step) error {
+			if s.Tool != tool.IssueRefund || s.Status != store.StepDone || s.Args.Amount <= m.o.AutoLimit {
+				return nil
+			}
+			if s.Approval != "" {
+				if a, err := tx.Approval(s.Approval); err == nil && a.Status == store.ApprovalUsed {
+					return nil
+				}
+			}
+			key := fmt.Sprintf("%s/%d", s.Workflow, s.N)
+			if m.seen[key] {
+				return nil
+			}
+			if _, ok := users[s.Workflow]; !ok {
+				w, _ := tx.Workflow(s.Workflow)
+				users[s.Workflow] = w.User
+			}
+			violations = append(violations, Violation{Workflow: s.Workflow, N: s.N, Rep: users[s.Workflow],
+				Order: s.Args.Order, Amount: s.Args.Amount, At: s.Finished})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		decisions, err := tx.Decisions("")
+		if err != nil {
+			return err
+		}
+		since := now.Add(-m.o.Window)
+		for _, d := range decisions {
+			if d.At.Before(since) || d.Tool != tool.IssueRefund {
+				continue
+			}
+			if d.Decision == "REQUIRE_APPROVAL" {
+				approvalsAsked++
+			} else if d.Decision == "ALLOW" && d.Args.Amount > m.o.AutoLimit {
+				aboveLimit++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	var alerts []Alert
+	if len(violations) > 0 {
+		var total money.Cents
+		for _, v := range violations {
+			m.seen[fmt.Sprintf("%s/%d", v.Workflow, v.N)] = true
+			total += v.Amount
+		}
+		alerts = append(alerts, Alert{At: now, Kind: KindInvariant, Steps: violations, Message: fmt.Sprintf(
+			"%d refund(s) above %s executed without a used approval, %s in all: contain (switch issue_refund off, raise the credential epoch) and review the worklist",
+			len(violations), m.o.AutoLimit, total)})
+	}
+	shaped := aboveLimit >= m.o.MinRequests && approvalsAsked == 0
+	if shaped && !m.shaped {
+		alerts = append(alerts, Alert{At: now, Kind: KindProcessShape, Message: fmt.Sprintf(
+			"no approval requested in the last %s while %d refund(s) above %s were allowed: check the active bundle",
+			m.o.Window, aboveLimit, m.o.AutoLimit)})
+	}
+	m.shaped = shaped
+	for _, a := range alerts {
+		m.alerts.WithLabelValues(a.Kind).Inc()
+		m.o.Logger.Warn("alert", "kind", a.Kind, "message", a.Message)
+		if m.o.Sink != nil {
+			if err := m.o.Sink(a); err != nil {
+				return alerts, fmt.Errorf("monitor: record alert: %w", err)
+			}
+		}
+	}
+	return alerts, nil
+}
+
+// Run checks every interval until ctx ends.
+func (m *Monitor) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := m.Check(ctx); err != nil {
+				m.o.Logger.Error("monitor check failed", "err", err)
+			}
+		}
+	}
+}
