@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 
@@ -149,17 +150,21 @@ func decodeJSON(c echo.Context, v any) error {
 	if ct := req.Header.Get(echo.HeaderContentType); !isJSON(ct) {
 		return newError(http.StatusBadRequest, "unsupported_content_type", "send Content-Type: application/json")
 	}
-	var raw json.RawMessage
-	dec := json.NewDecoder(req.Body)
-	if err := dec.Decode(&raw); err != nil {
+	// Read the whole body first: a decoder stops at the end of the first
+	// value and would miss both trailing data and a body that passes the
+	// limit in its last read.
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
 		if overLimit(err) {
 			return echo.ErrStatusRequestEntityTooLarge
 		}
-		return newError(http.StatusBadRequest, "malformed_json", "request body is not valid JSON: %v", err)
+		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
 	}
-	if dec.More() {
-		return newError(http.StatusBadRequest, "malformed_json", "request body holds more than one JSON value")
+	var raw json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return newError(http.StatusBadRequest, "malformed_json", "request body is not one valid JSON value: %v", err)
 	}
+	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "request body must be a JSON object")
 	}

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -53,6 +55,10 @@ func (s *Server) routes() {
 	v1.GET("/bundles/active", op(s.activeBundle))
 	v1.POST("/bundles", op(s.uploadBundle))
 	v1.GET("/decisions", s.role(engine.RoleOperator, engine.RoleLead)(s.decisions))
+	v1.GET("/audit", op(s.auditList))
+	v1.GET("/audit/verify", op(s.auditVerify))
+	v1.POST("/reconciliations", op(s.reconcile))
+	v1.GET("/reconciliations/latest", op(s.latestReconciliation))
 }
 
 // authenticate verifies the bearer token of every /v1 request.
@@ -285,6 +291,10 @@ func (s *Server) raiseEpoch(c echo.Context) error {
 		return err
 	}
 	s.log.Info("credential epoch raised", "epoch", n, "by", person(c).ID)
+	if err := s.opts.Engine.RecordEvent(c.Request().Context(), audit.Record{Kind: audit.KindEpoch, Actor: person(c).ID,
+		Detail: map[string]any{"epoch": n}}); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, map[string]int{"epoch": n})
 }
 
@@ -351,4 +361,53 @@ func (s *Server) decisions(c echo.Context) error {
 		list = []store.Decision{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"decisions": list})
+}
+
+func (s *Server) auditList(c echo.Context) error {
+	limit := 0
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > audit.MaxLimit {
+			return newError(http.StatusUnprocessableEntity, "invalid_request", "limit: a whole number from 1 to %d", audit.MaxLimit)
+		}
+		limit = n
+	}
+	page, err := s.opts.Audit.List(s.opts.Store, c.QueryParam("after"), limit)
+	if errors.Is(err, audit.ErrCursor) {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "after: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if page.Records == nil {
+		page.Records = []audit.Record{}
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+func (s *Server) auditVerify(c echo.Context) error {
+	report, err := audit.Verify(s.opts.Store)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, report)
+}
+
+func (s *Server) reconcile(c echo.Context) error {
+	r, err := s.opts.Reconcile.Run(c.Request().Context())
+	if err != nil {
+		return newError(http.StatusServiceUnavailable, "system_unavailable", "reconciliation could not read a system of record: %v", err)
+	}
+	if s.opts.Unexplained != nil {
+		s.opts.Unexplained.Set(float64(r.Unexplained))
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) latestReconciliation(c echo.Context) error {
+	r, ok := s.opts.Reconcile.Latest()
+	if !ok {
+		return newError(http.StatusNotFound, "not_found", "no reconciliation has run yet: POST /v1/reconciliations")
+	}
+	return c.JSON(http.StatusOK, r)
 }

@@ -12,9 +12,12 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/release"
+	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/sidecar/authn"
 )
 
@@ -39,8 +42,14 @@ type Options struct {
 	// Gatherer serves /metrics; Registerer gets the HTTP metrics.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
-	// BodyLimit defaults to 1M (1 MiB).
+	// BodyLimit defaults to 1MiB (1,048,576 bytes). Echo reads "1M" as
+	// the decimal megabyte, 1,000,000 bytes, so write the binary unit.
 	BodyLimit string
+	Store     *store.DB
+	Audit     *audit.Log
+	Reconcile *reconcile.Job
+	// Unexplained is set to the last reconciliation's unexplained count.
+	Unexplained prometheus.Gauge
 }
 
 // Server is the sidecar's HTTP server.
@@ -58,7 +67,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.BodyLimit == "" {
-		opts.BodyLimit = "1M"
+		opts.BodyLimit = "1MiB"
 	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
 	e := s.echo

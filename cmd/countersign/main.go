@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		newSimCmd(),
 		newServeCmd(),
 		newAuditCmd(),
+		newReconcileCmd(),
 	)
 	return root
 }

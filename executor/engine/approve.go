@@ -149,7 +149,13 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		case policy.ApprovalExpired:
 			a.Status, a.Decided = store.ApprovalExpired, now
 		default:
-			return nil // nothing changes on a refusal
+			// Nothing changes on a refusal, but the attempt is on record.
+			r := approvalRecord(p.ID, a)
+			r.Detail["refused"] = string(refused)
+			return e.auditTx(tx, r)
+		}
+		if err := e.auditTx(tx, approvalRecord(p.ID, a)); err != nil {
+			return err
 		}
 		return tx.PutApproval(a)
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
@@ -43,6 +44,11 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 			Retroactive: true, Created: now, Expires: now, Decided: now,
 		}
 		if err := tx.PutApproval(a); err != nil {
+			return err
+		}
+		if err := e.auditTx(tx, stepRecord(audit.KindCompensation, p.ID, s, map[string]any{
+			"action": "ratify", "approval": id, "comment": comment,
+		})); err != nil {
 			return err
 		}
 		s.Approval, s.Note = id, "ratified by "+p.ID+" after execution (retroactive approval "+id+")"
@@ -84,6 +90,11 @@ func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comm
 	}
 	err = e.db.Update(func(tx *store.Tx) error {
 		if s, err = tx.Step(wfID, n); err != nil {
+			return err
+		}
+		if err := e.auditTx(tx, stepRecord(audit.KindCompensation, p.ID, s, map[string]any{
+			"action": "reverse", "reversal": json.RawMessage(result), "comment": comment,
+		})); err != nil {
 			return err
 		}
 		s.Status = store.StepCompensated

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -126,8 +127,12 @@ type Options struct {
 	// after_record; returning ErrCrashed stops the step there as a crash
 	// would. Production leaves it nil.
 	Failpoint func(point string) error
-	// Observer receives what happened, for metrics and the audit. Optional.
+	// Observer receives what happened, for metrics. Optional.
 	Observer Observer
+	// Audit records every decision, approval transition, dispatch, result,
+	// switch change and compensation in the same transaction as the change.
+	// Optional only for unit tests.
+	Audit *audit.Log
 }
 
 // Observer is told of each outcome as it is recorded.
@@ -157,6 +162,7 @@ type Engine struct {
 	controls Controls
 	fail     func(string) error
 	obs      Observer
+	audit    *audit.Log
 	locks    [64]sync.Mutex
 }
 
@@ -164,7 +170,7 @@ type Engine struct {
 func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
-		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer,
+		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
 		controls: DefaultControls(),
 	}
 	if opts.Controls != nil {
@@ -188,6 +194,37 @@ func New(opts Options) *Engine {
 
 // Controls reports the controls in force.
 func (e *Engine) Controls() Controls { return e.controls }
+
+// auditTx appends an audit record inside tx, so it commits with the change
+// it records or not at all.
+func (e *Engine) auditTx(tx *store.Tx, r audit.Record) error {
+	if e.audit == nil {
+		return nil
+	}
+	if r.At.IsZero() {
+		r.At = e.clock.Now()
+	}
+	_, err := e.audit.Append(tx, r)
+	return err
+}
+
+// stepRecord is an audit record about step s.
+func stepRecord(kind audit.Kind, actor string, s store.Step, detail map[string]any) audit.Record {
+	return audit.Record{Kind: kind, Actor: actor, Workflow: s.Workflow, N: s.N, Tool: string(s.Tool),
+		Args: tool.Canonical(s.Tool, s.Args), Detail: detail}
+}
+
+func approvalRecord(actor string, a store.Approval) audit.Record {
+	return audit.Record{Kind: audit.KindApproval, Actor: actor, Workflow: a.Workflow, N: a.N, Tool: string(a.Tool),
+		Args: tool.Canonical(a.Tool, a.Args), Detail: map[string]any{"approval": a.ID, "status": string(a.Status),
+			"call_hash": a.CallHash, "retroactive": a.Retroactive, "expires": a.Expires.UTC().Format(time.RFC3339)}}
+}
+
+// RecordEvent appends an audit record of something that happened outside
+// the engine's own transactions (an epoch raise, an alert).
+func (e *Engine) RecordEvent(ctx context.Context, r audit.Record) error {
+	return e.db.Update(func(tx *store.Tx) error { return e.auditTx(tx, r) })
+}
 
 // lock serializes the steps of one workflow in this process. Workflows are
 // striped over a fixed set of mutexes so the set never grows.

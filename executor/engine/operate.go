@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -26,7 +27,13 @@ func (e *Engine) SetSwitch(ctx context.Context, by Person, name tool.Name, enabl
 	if _, ok := tool.Lookup(name); !ok {
 		return fmt.Errorf("switch %q: %w", name, tool.ErrUnknownTool)
 	}
-	err := e.db.Update(func(tx *store.Tx) error { return tx.SetSwitch(string(name), enabled) })
+	err := e.db.Update(func(tx *store.Tx) error {
+		if err := e.auditTx(tx, audit.Record{Kind: audit.KindSwitch, Actor: by.ID, Tool: string(name),
+			Detail: map[string]any{"enabled": enabled}}); err != nil {
+			return err
+		}
+		return tx.SetSwitch(string(name), enabled)
+	})
 	if err == nil {
 		e.log.Info("switch set", "tool", name, "enabled", enabled, "by", by.ID)
 	}

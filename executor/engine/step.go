@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
@@ -75,6 +76,11 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 		if !e.controls.CheckSwitchAtExecution && s.Status == store.StepPending && !tx.Switch(string(name)) {
 			// The weaker design: the switch is read once, at admission.
 			s.Status, s.Note = store.StepHeld, "tool switched off at admission"
+		}
+		if s.Status != store.StepPending {
+			if err := e.auditTx(tx, stepRecord(audit.KindResult, p.ID, s, map[string]any{"status": string(s.Status), "note": s.Note})); err != nil {
+				return err
+			}
 		}
 		if err := tx.PutStep(s); err != nil {
 			return err
@@ -287,6 +293,11 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 			return err
 		}
 		s.Decision, s.Rule = string(res.Decision), res.Rule
+		if err := e.auditTx(tx, stepRecord(audit.KindDecision, w.User, s, map[string]any{
+			"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision,
+		})); err != nil {
+			return err
+		}
 		switch res.Decision {
 		case policy.Allow:
 		case policy.Deny:
@@ -296,6 +307,11 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 		case policy.RequireApproval:
 			ok, touched, err := e.approvalFor(tx, w, &s, order, lim, now)
 			changed = touched
+			for _, a := range touched {
+				if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
+					return err
+				}
+			}
 			if err != nil || !ok {
 				if err == nil {
 					err = e.putStep(tx, s)
@@ -311,6 +327,11 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 			s.Status, s.ReservedAt, s.Baseline = store.StepStarted, now, baseline
 		}
 		proceed = true
+		if err := e.auditTx(tx, stepRecord(audit.KindDispatch, audit.ActorEngine, s, map[string]any{
+			"idempotency_key": s.Key, "audience": tool.MustLookup(s.Tool).Audience, "attempt": s.Attempts,
+		})); err != nil {
+			return err
+		}
 		return e.putStep(tx, s)
 	})
 	if err != nil {
@@ -378,6 +399,16 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 			s.Note = "system of record unavailable; resume to retry"
 			retErr = fmt.Errorf("dispatch %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, derr)
 			e.obs.DispatchFailed(s.Tool, "transient")
+		}
+		detail := map[string]any{"status": string(s.Status)}
+		if s.Note != "" {
+			detail["note"] = s.Note
+		}
+		if len(s.Result) > 0 {
+			detail["result"] = json.RawMessage(s.Result)
+		}
+		if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, detail)); err != nil {
+			return err
 		}
 		return e.putStep(tx, s)
 	})

@@ -10,13 +10,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 )
 
-// History is policy.History on the store.
+// History is policy.History on the store. Each attempt is also an audit
+// record, written in the same transaction.
 type History struct {
-	DB *store.DB
+	DB  *store.DB
+	Log *audit.Log // optional
 }
 
 var _ policy.History = History{}
@@ -31,7 +34,20 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		rec.Failures = append(rec.Failures, store.BundleFailure{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
 	}
 	return h.DB.Update(func(tx *store.Tx) error {
-		_, err := tx.AppendBundle(rec, r.Bundle)
+		if _, err := tx.AppendBundle(rec, r.Bundle); err != nil {
+			return err
+		}
+		if h.Log == nil {
+			return nil
+		}
+		failures := make([]string, 0, len(rec.Failures))
+		for _, f := range rec.Failures {
+			failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Amount, f.Expected, f.Got))
+		}
+		_, err := h.Log.Append(tx, audit.Record{At: r.At, Kind: audit.KindBundle, Actor: r.By, Detail: map[string]any{
+			"revision": r.Revision, "digest": r.Digest, "status": string(r.Status), "break_glass": r.BreakGlass,
+			"reason": r.Reason, "failures": failures, "test_failures": len(r.TestFailures),
+		}})
 		return err
 	})
 }

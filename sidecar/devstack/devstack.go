@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,10 +27,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
+	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/sim/ledger"
@@ -57,6 +61,11 @@ type Options struct {
 	// Failpoint is passed to the engine (crash tests).
 	Failpoint func(string) error
 	Logger    *slog.Logger
+	// Entropy seeds audit ids (the drill, for byte-identical runs).
+	Entropy io.Reader
+	// Background starts the periodic reconciliation (every 5 minutes) and
+	// the monitors (every minute), as serve does.
+	Background bool
 }
 
 // Endpoints are the base URLs dev mode writes to dev-endpoints.json.
@@ -82,6 +91,10 @@ type Stack struct {
 	Releases  *release.Service
 	Engine    *engine.Engine
 	Server    *sidecar.Server
+	Systems   *systems.Systems
+	Audit     *audit.Log
+	Reconcile *reconcile.Job
+	Monitor   *monitor.Monitor
 
 	verifier *authn.Verifier
 	cancel   context.CancelFunc
@@ -181,7 +194,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		return nil, err
 	}
 	st.closers = append(st.closers, st.Store.Close)
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store}, Clock: now})
+	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle); err != nil {
 		return nil, err
@@ -193,23 +207,52 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sys, err := systems.New(systems.Options{
+	st.Systems, err = systems.New(systems.Options{
 		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: agentID, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	st.Engine = engine.New(engine.Options{
-		Store: st.Store, Policy: st.Policy, Systems: sys, Clock: o.Clock, Logger: o.Logger,
-		Agent: agentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics,
+		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
+		Agent: agentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics, Audit: st.Audit,
 	})
+	if st.Reconcile, err = reconcile.New(reconcile.Options{
+		Records: reconcile.FromStore(st.Store), Ledger: st.Systems.Dispatcher().Ledger(),
+		Shipments: st.Systems.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger,
+	}); err != nil {
+		return nil, err
+	}
+	if st.Monitor, err = monitor.New(monitor.Options{
+		Store: st.Store, Clock: now, Logger: o.Logger, Registerer: reg,
+		Sink: func(a monitor.Alert) error {
+			return st.Engine.RecordEvent(ctx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
+				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
+		},
+	}); err != nil {
+		return nil, err
+	}
+	unexplained := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "countersign_reconciliation_unexplained",
+		Help: "Differences between the agent's records and the systems of record that the last reconciliation could not explain.",
+	})
+	reg.MustRegister(unexplained)
 	st.Server = sidecar.New(sidecar.Options{
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
-		Auth: st.verifier, Gatherer: reg, Logger: o.Logger,
+		Auth: st.verifier, Gatherer: reg, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
+		Reconcile: st.Reconcile, Unexplained: unexplained,
 	})
 	sctx, cancel := context.WithCancel(context.Background())
 	st.cancel, st.served = cancel, make(chan error, 1)
 	go func() { st.served <- st.Server.Serve(sctx, sidecarLn) }()
+	if o.Background {
+		go st.Reconcile.RunEvery(sctx, 5*time.Minute, func(r reconcile.Report, err error) {
+			if err == nil {
+				unexplained.Set(float64(r.Unexplained))
+			}
+		})
+		go st.Monitor.Run(sctx, time.Minute)
+	}
 
 	// Finish what a crash may have left between decision and record.
 	if err := st.Engine.ResumeAll(ctx); err != nil {

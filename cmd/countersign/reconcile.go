@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/countersign/countersign/executor/dispatch"
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/reconcile"
+	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/store"
+)
+
+// The dev layout under --data, as sidecar/devstack lays it out.
+const (
+	devStoreFile = "sidecar.db"
+	devLedgerDir = "ledger"
+	devOrdersDir = "orders"
+)
+
+// offlineJWKS satisfies the simulators' Options: this command serves
+// neither of them, so no actor token is ever checked and the URL is never
+// fetched.
+const offlineJWKS = "http://127.0.0.1:1/offline-read-no-tokens-checked"
+
+func newReconcileCmd() *cobra.Command {
+	var (
+		data   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reconcile --data DIR [--json]",
+		Short: "Compare the agent's records with the ledger and the order system and classify every difference",
+		Long: `Run one reconciliation over the dev data directory of a stopped sidecar.
+
+It reads every step and approval from DIR/sidecar.db, every entry of the
+ledger under DIR/ledger and every shipment of the order system under
+DIR/orders, trusts no step status on its own, and prints the eight classes
+(matched and the seven kinds of difference) with their findings and who may
+act on each. It classifies only: nothing is written, no workflow is resumed.
+
+Each bbolt file admits one process at a time, so stop the sidecar first; a
+running sidecar answers the same question over its API.
+
+Exit status 0 when the reconciliation ran, whatever it found; 1 when it
+could not run.`,
+		Example: `  countersign reconcile --data /tmp/cs
+  countersign reconcile --data /tmp/cs --json | jq .classes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if data == "" {
+				return errors.New("--data DIR is required: the directory countersign serve --dev keeps its state in")
+			}
+			r, err := reconcileDir(cmd.Context(), data)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			return r.WriteTable(out)
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "data directory of a stopped countersign serve --dev")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// reconcileDir opens the dev layout under dir for reading and runs one
+// reconciliation. It opens the simulators' files itself rather than
+// starting the dev stack: starting it would resume in-flight workflows,
+// dispatching refunds before they could be reported.
+func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
+	storePath := filepath.Join(dir, devStoreFile)
+	for _, p := range []string{storePath, filepath.Join(dir, devLedgerDir, ledger.FileName), filepath.Join(dir, devOrdersDir, orders.FileName)} {
+		if _, err := os.Stat(p); err != nil {
+			return reconcile.Report{}, fmt.Errorf("no countersign data at %s (is %s the --data of countersign serve --dev?): %w", p, dir, err)
+		}
+	}
+	db, err := store.Open(storePath, store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return reconcile.Report{}, fmt.Errorf("%w: a sidecar is running over %s; stop it (SIGTERM) and run reconcile again, "+
+			"or ask the running sidecar (POST /v1/reconciliations)", err, dir)
+	}
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	defer db.Close()
+	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devLedgerDir), JWKSURL: offlineJWKS})
+	if err != nil {
+		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
+	}
+	defer led.Close()
+	ord, err := orders.Open(orders.Options{DataDir: filepath.Join(dir, devOrdersDir), JWKSURL: offlineJWKS})
+	if err != nil {
+		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim orders over %s", err, dir)
+	}
+	defer ord.Close()
+
+	job, err := reconcile.New(reconcile.Options{
+		Records:   reconcile.FromStore(db),
+		Ledger:    reconcile.LedgerFunc(func(context.Context) ([]dispatch.Entry, error) { return ledgerEntries(led) }),
+		Shipments: reconcile.ShipmentsFunc(func(context.Context) ([]dispatch.Shipment, error) { return allShipments(ord) }),
+	})
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	return job.Run(ctx)
+}
+
+// ledgerEntries reads the ledger's entries through its Go API, in the shape
+// its HTTP API answers them.
+func ledgerEntries(l *ledger.Server) ([]dispatch.Entry, error) {
+	all, err := l.Entries()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dispatch.Entry, 0, len(all))
+	for _, e := range all {
+		out = append(out, dispatch.Entry{
+			ID: e.ID, Kind: string(e.Kind), Order: e.Order, Amount: money.Cents(e.Amount), Key: e.Key,
+			By: e.By, Agent: e.Agent, Reverses: e.Reverses, At: e.At,
+		})
+	}
+	return out, nil
+}
+
+// allShipments reads every shipment through the order system's Go API.
+func allShipments(o *orders.Server) ([]dispatch.Shipment, error) {
+	all, err := o.AllShipments()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dispatch.Shipment, 0, len(all))
+	for _, s := range all {
+		out = append(out, dispatch.Shipment{ID: s.ID, Kind: string(s.Kind), Order: s.Order, By: s.By, Agent: s.Agent, At: s.At})
+	}
+	return out, nil
+}

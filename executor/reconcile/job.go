@@ -1,0 +1,154 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+)
+
+// Clock tells the time; the drill and the tests inject a simulated one.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Options wire a Job. Records, Ledger and Shipments are required.
+type Options struct {
+	// Records reads the agent's records (FromStore in production).
+	Records RecordSource
+	// Ledger lists the ledger's entries (a *dispatch.Ledger).
+	Ledger Ledger
+	// Shipments lists the order system's shipments (a *dispatch.Orders).
+	Shipments Shipments
+	// AutoLimit is the designed auto limit. Default DefaultAutoLimit. It is
+	// never taken from the active bundle: a bundle with a wrong limit must
+	// not be able to hide the refunds it let through.
+	AutoLimit money.Cents
+	// Clock stamps each report. Default: the wall clock.
+	Clock Clock
+	// Logger receives one line per run. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem with o at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Records == nil {
+		errs = append(errs, errors.New("Records is required (reconcile.FromStore over the store)"))
+	}
+	if o.Ledger == nil {
+		errs = append(errs, errors.New("Ledger is required (the ledger's client)"))
+	}
+	if o.Shipments == nil {
+		errs = append(errs, errors.New("Shipments is required (the order system's client)"))
+	}
+	if o.AutoLimit < 0 {
+		errs = append(errs, fmt.Errorf("AutoLimit %d is negative; leave it 0 for the designed %s", o.AutoLimit, DefaultAutoLimit))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
+}
+
+// Job runs reconciliations and keeps the latest report. It is safe for
+// concurrent use; runs are serialized.
+type Job struct {
+	o   Options
+	log *slog.Logger
+
+	run    sync.Mutex // one run at a time
+	mu     sync.Mutex // guards latest
+	latest *Report
+}
+
+// New returns a job over o.
+func New(o Options) (*Job, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.AutoLimit == 0 {
+		o.AutoLimit = DefaultAutoLimit
+	}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Job{o: o, log: o.Logger.With("component", "reconcile")}, nil
+}
+
+// Run reads the agent's records, then the ledger, then the shipments,
+// classifies them and keeps the report for Latest. The agent's records are
+// read first so that a step finishing during the run can only look in
+// flight, never done-but-missing. A failed read returns an error wrapping
+// ErrRead and leaves Latest as it was.
+func (j *Job) Run(ctx context.Context) (Report, error) {
+	j.run.Lock()
+	defer j.run.Unlock()
+	var in Input
+	var err error
+	if in.Records, err = j.o.Records.Records(ctx); err != nil {
+		return Report{}, fmt.Errorf("%w: the agent's records: %w", ErrRead, err)
+	}
+	if in.Entries, err = j.o.Ledger.Entries(ctx); err != nil {
+		return Report{}, fmt.Errorf("%w: the ledger's entries: %w", ErrRead, err)
+	}
+	if in.Shipments, err = j.o.Shipments.AllShipments(ctx); err != nil {
+		return Report{}, fmt.Errorf("%w: the order system's shipments: %w", ErrRead, err)
+	}
+	r := Classify(in, j.o.AutoLimit)
+	r.At = at(j.o.Clock.Now())
+	j.mu.Lock()
+	j.latest = &r
+	j.mu.Unlock()
+	j.log.Info("reconciled", "matched", r.Count(Matched), "unexplained", r.Unexplained,
+		"steps", len(in.Steps), "entries", len(in.Entries), "shipments", len(in.Shipments))
+	return r, nil
+}
+
+// Latest returns the report of the last successful run; ok is false before
+// the first. Its maps and slices are shared with every other caller: read
+// them, do not modify them.
+func (j *Job) Latest() (r Report, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.latest == nil {
+		return Report{}, false
+	}
+	return *j.latest, true
+}
+
+// RunEvery runs the job at once and then every interval until ctx ends,
+// handing each outcome to done (which may be nil), for example to set a
+// gauge of unexplained differences. It returns ctx's error.
+func (j *Job) RunEvery(ctx context.Context, interval time.Duration, done func(Report, error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: interval %v must be positive", ErrOptions, interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		r, err := j.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			j.log.Warn("reconciliation failed", "err", err)
+		}
+		if done != nil && ctx.Err() == nil {
+			done(r, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
