@@ -42,7 +42,17 @@ system and its workflows as they were.`,
 				return errors.New("--data DIR is required: the sidecar keeps its state there")
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log}
+			// Both are nil unless the binary was built with -tags failpoints
+			// (the crash tests): see failpoint.go.
+			fail, err := failpointHook(log)
+			if err != nil {
+				return err
+			}
+			controls, err := removedControls(log)
+			if err != nil {
+				return err
+			}
+			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls}
 			if bundle != "" {
 				b, err := policy.LoadPath(bundle)
 				if err != nil {

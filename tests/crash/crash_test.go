@@ -1,0 +1,392 @@
+package crash_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Deadlines are generous because twelve runs share two cores; every wait
+// polls for its event and ends as soon as it happens.
+const (
+	readyDeadline = 90 * time.Second
+	exitDeadline  = 30 * time.Second
+	pollEvery     = 25 * time.Millisecond
+	workflowID    = "W-crash"
+)
+
+// step is one row group of the matrix: a tool call on O-1001 by rep-ana.
+type step struct {
+	name string // "refund" or "reship", as the seed's table names it
+	body string // POST /v1/workflows/{id}/steps
+	unit string // what one effect is called in the table
+}
+
+var steps = []step{
+	{"refund", `{"tool":"issue_refund","args":{"order":"O-1001","amount":3000}}`, "refund(s)"},
+	{"reship", `{"tool":"reship_order","args":{"order":"O-1001"}}`, "reship(s)"},
+}
+
+var points = []string{"before_dispatch", "after_dispatch", "after_record"}
+
+// column is one way of running the system: designed, or with a control
+// removed through COUNTERSIGN_REMOVE_CONTROLS.
+type column struct {
+	name    string
+	removed string
+	// want is the number of effects expected for step and crash point.
+	want func(step, point string) int
+}
+
+var columns = []column{
+	{name: "designed", want: func(string, string) int { return 1 }},
+	{name: "no_write_ahead", removed: "write_ahead", want: func(step, point string) int {
+		// The order system has no idempotency key: a reshipment whose
+		// effect was committed but not recorded, with no write-ahead
+		// record, looks pending on restart and is shipped again.
+		if step == "reship" && point == "after_dispatch" {
+			return 2
+		}
+		return 1
+	}},
+}
+
+// TestCrashMatrix kills a real countersign process with SIGKILL at each
+// failpoint of a refund and of a reshipment, starts a new process over the
+// same data directory, resumes, and counts the effects in the ledger and
+// the order system: one in every cell of the designed system; with the
+// write-ahead record removed, two reshipments after a crash at
+// after_dispatch.
+func TestCrashMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills 12 real processes; run without -short")
+	}
+	began := time.Now()
+	bin := buildBinary(t)
+
+	var mu sync.Mutex
+	got := map[string]int{} // step/point/column -> effects
+	t.Run("cells", func(t *testing.T) {
+		for _, c := range columns {
+			for _, s := range steps {
+				for _, p := range points {
+					t.Run(s.name+"/"+p+"/"+c.name, func(t *testing.T) {
+						t.Parallel()
+						n := crashAndResume(t, bin, s, p, c.removed)
+						mu.Lock()
+						got[s.name+"/"+p+"/"+c.name] = n
+						mu.Unlock()
+						if want := c.want(s.name, p); n != want {
+							t.Errorf("%s crashed at %s, %s: %d effect(s), want %d", s.name, p, c.name, n, want)
+						}
+					})
+				}
+			}
+		}
+	})
+
+	var b strings.Builder
+	row := "%-9s%-20s%17s%27s\n"
+	fmt.Fprintf(&b, row, "step", "crash point", "designed: effects", "no write-ahead: effects")
+	cell := func(s step, p, col string) string {
+		n, ok := got[s.name+"/"+p+"/"+col]
+		if !ok {
+			return "-" // the run failed before counting
+		}
+		return fmt.Sprintf("%d %s", n, s.unit)
+	}
+	for _, s := range steps {
+		for _, p := range points {
+			fmt.Fprintf(&b, row, s.name, p, cell(s, p, "designed"), cell(s, p, "no_write_ahead"))
+		}
+	}
+	t.Logf("crash matrix (SIGKILL at the point, new process over the same data dir, resume), %s:\n%s",
+		time.Since(began).Round(100*time.Millisecond), b.String())
+}
+
+// crashAndResume runs one cell and returns the number of effects the step
+// left in its system of record.
+func crashAndResume(t *testing.T, bin string, s step, point, removed string) int {
+	dir := t.TempDir()
+	env := []string{"COUNTERSIGN_REMOVE_CONTROLS=" + removed}
+
+	first := start(t, bin, dir, append(env, "COUNTERSIGN_FAILPOINT="+point))
+	before := first.effects(t, s.name)
+	first.call(t, http.MethodPost, "/v1/workflows", `{"id":"`+workflowID+`","ticket":"T-crash"}`, http.StatusCreated, nil)
+	res, err := first.do(http.MethodPost, "/v1/workflows/"+workflowID+"/steps", s.body)
+	if err == nil {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		t.Fatalf("the step answered %d %s; the process should have died at %s", res.StatusCode, b, point)
+	}
+	t.Logf("step request ended with: %v", err)
+	first.wantKilled(t)
+	if !strings.Contains(first.out.String(), "failpoint "+point+" reached") {
+		t.Fatalf("the process died without reporting failpoint %s: the kill did not land there", point)
+	}
+
+	second := start(t, bin, dir, env) // start-up resumes the workflow
+	var wf struct {
+		Status string
+		Steps  []struct{ Status, Note string }
+	}
+	second.call(t, http.MethodPost, "/v1/workflows/"+workflowID+"/resume", "", http.StatusOK, &wf)
+	if len(wf.Steps) != 1 || wf.Steps[0].Status != "done" {
+		t.Errorf("after resume the workflow is %s with steps %+v, want its one step done", wf.Status, wf.Steps)
+	}
+	n := second.effects(t, s.name) - before
+	second.stop(t)
+	return n
+}
+
+// buildBinary builds countersign with the failpoints compiled in.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "countersign")
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/countersign")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags failpoints: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// moduleRoot walks up from the working directory to the directory that
+// holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the test's working directory")
+		}
+		dir = parent
+	}
+}
+
+// proc is one `countersign serve --dev` process.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	done   chan struct{} // closed when Wait returned
+	err    error         // Wait's result, once done is closed
+	client *http.Client
+	ep     struct{ Sidecar, Ledger, Orders string }
+	token  string // rep-ana's bearer token
+}
+
+// start runs the binary over dir with extra environment and waits until it
+// has written dev-endpoints.json (after its start-up resume) and the
+// sidecar answers /readyz.
+func start(t *testing.T, bin, dir string, env []string) *proc {
+	t.Helper()
+	endpoints := filepath.Join(dir, "dev-endpoints.json")
+	// A previous process's file would announce readiness too early.
+	if err := os.Remove(endpoints); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	p := &proc{
+		cmd:    exec.Command(bin, "serve", "--dev", "--data", dir),
+		out:    &lockedBuffer{},
+		done:   make(chan struct{}),
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of pid %d (%s):\n%s", p.cmd.Process.Pid, strings.Join(env, " "), p.out.String())
+		}
+	})
+
+	deadline := time.After(readyDeadline)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			t.Fatalf("countersign exited before it was ready: %v", p.err)
+		case <-deadline:
+			t.Fatalf("countersign not ready after %s", readyDeadline)
+		case <-tick.C:
+		}
+		if p.ready(dir) {
+			return p
+		}
+	}
+}
+
+// ready reports whether the endpoints and tokens files are complete and the
+// sidecar is ready.
+func (p *proc) ready(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "dev-endpoints.json"))
+	if err != nil || json.Unmarshal(b, &p.ep) != nil || p.ep.Sidecar == "" {
+		return false // not written yet, or written halfway
+	}
+	var tokens map[string]string
+	b, err = os.ReadFile(filepath.Join(dir, "dev-tokens.json"))
+	if err != nil || json.Unmarshal(b, &tokens) != nil || tokens["rep-ana"] == "" {
+		return false
+	}
+	p.token = tokens["rep-ana"]
+	res, err := p.client.Get(p.ep.Sidecar + "/readyz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// do sends an authenticated request to the sidecar as rep-ana.
+func (p *proc) do(method, path, body string) (*http.Response, error) {
+	req, err := http.NewRequest(method, p.ep.Sidecar+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return p.client.Do(req)
+}
+
+// call sends a request that must answer want, and decodes the body into v.
+func (p *proc) call(t *testing.T, method, path, body string, want int, v any) {
+	t.Helper()
+	res, err := p.do(method, path, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, b, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+}
+
+// effects counts the step's effects on O-1001 in its system of record:
+// refund entries in the ledger, or shipments in the order system.
+func (p *proc) effects(t *testing.T, step string) int {
+	t.Helper()
+	url := p.ep.Orders + "/orders/O-1001/shipments"
+	if step == "refund" {
+		url = p.ep.Ledger + "/entries"
+	}
+	res, err := p.client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Entries   []struct{ Kind, Order string }
+		Shipments []struct{ Order string }
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, res.StatusCode)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	n := 0
+	for _, e := range body.Entries {
+		if e.Kind == "refund" && e.Order == "O-1001" {
+			n++
+		}
+	}
+	for _, s := range body.Shipments {
+		if s.Order == "O-1001" {
+			n++
+		}
+	}
+	return n
+}
+
+// wantKilled waits for the process and checks that SIGKILL ended it.
+func (p *proc) wantKilled(t *testing.T) {
+	t.Helper()
+	p.wait(t)
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) {
+		t.Fatalf("process ended with %v, want death by SIGKILL", p.err)
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("process ended with %v, want death by SIGKILL", ee)
+	}
+}
+
+// stop sends SIGTERM and checks for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	p.wait(t)
+	if p.err != nil {
+		t.Fatalf("after SIGTERM the process ended with %v, want exit status 0", p.err)
+	}
+}
+
+func (p *proc) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(exitDeadline):
+		t.Fatalf("process %d still running after %s", p.cmd.Process.Pid, exitDeadline)
+	}
+}
+
+// lockedBuffer collects a process's output; exec copies into it from its
+// own goroutines while a failing test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
