@@ -29,6 +29,7 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
+	e.GET("/openapi.json", s.openapi)
 
 	v1 := e.Group("/v1", s.authenticate)
 	any := func(h echo.HandlerFunc) echo.HandlerFunc { return h }

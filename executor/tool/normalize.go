@@ -87,10 +87,15 @@ func decode(name Name, raw json.RawMessage) (Args, map[string]json.RawMessage, e
 	return a, fields, nil
 }
 
+// MaxAmount is the largest amount accepted: 2^53-1 cents, the largest
+// integer every JSON reader (JavaScript's included) holds exactly, so no
+// consumer of the records can read a different amount than was decided.
+const MaxAmount = 1<<53 - 1
+
 // positiveCents accepts only a JSON integer literal: no fraction, no
 // exponent, no string, no sign, greater than zero and within int64.
 func positiveCents(raw json.RawMessage) (money.Cents, error) {
-	bad := &SchemaError{Field: "amount", Problem: "must be a positive integer number of cents (3000 is $30.00)"}
+	bad := &SchemaError{Field: "amount", Problem: "must be a positive integer number of cents, at most 2^53-1 (3000 is $30.00)"}
 	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
 		return 0, bad
 	}
@@ -100,7 +105,7 @@ func positiveCents(raw json.RawMessage) (money.Cents, error) {
 		}
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > MaxAmount {
 		return 0, bad
 	}
 	return money.Cents(n), nil

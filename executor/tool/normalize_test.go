@@ -27,6 +27,7 @@ func TestNormalize(t *testing.T) {
 		{"string amount", tool.IssueRefund, `{"order":"O-1001","amount":"3000"}`, tool.Args{}, "amount"},
 		{"zero", tool.IssueRefund, `{"order":"O-1001","amount":0}`, tool.Args{}, "amount"},
 		{"negative", tool.IssueRefund, `{"order":"O-1001","amount":-5}`, tool.Args{}, "amount"},
+		{"above 2^53-1", tool.IssueRefund, `{"order":"O-1001","amount":9007199254740992}`, tool.Args{}, "amount"},
 		{"overflow", tool.IssueRefund, `{"order":"O-1001","amount":99999999999999999999}`, tool.Args{}, "amount"},
 		{"missing amount", tool.IssueRefund, `{"order":"O-1001"}`, tool.Args{}, "amount"},
 		{"null amount", tool.IssueRefund, `{"order":"O-1001","amount":null}`, tool.Args{}, "amount"},

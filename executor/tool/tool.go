@@ -63,7 +63,7 @@ var catalog = []Spec{
 	{
 		Name:        IssueRefund,
 		Description: "Post a refund to the payments ledger, in integer cents, for the representative who owns the ticket.",
-		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order", "amount"], "properties": {` + orderSchema + `, "amount": {"type": "integer", "minimum": 1, "description": "cents"}}}`),
+		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order", "amount"], "properties": {` + orderSchema + `, "amount": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "cents"}}}`),
 		Scope:       "refund",
 		Audience:    AudienceLedger,
 		Idempotent:  true,
