@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(),
 		newAuditCmd(),
 		newReconcileCmd(),
+		newDemoCmd(),
 	)
 	return root
 }

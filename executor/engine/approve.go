@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -169,4 +170,24 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		return a, &ApprovalRefused{Code: string(refused)}
 	}
 	return a, nil
+}
+
+// voidApproval voids an approval that can no longer be used, if it is
+// still pending or approved.
+func (e *Engine) voidApproval(tx *store.Tx, id string) error {
+	if id == "" {
+		return nil
+	}
+	a, err := tx.Approval(id)
+	if err != nil {
+		return err
+	}
+	if a.Status != store.ApprovalPending && a.Status != store.ApprovalApproved {
+		return nil
+	}
+	a.Status, a.Decided = store.ApprovalVoid, e.clock.Now()
+	if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
+		return err
+	}
+	return tx.PutApproval(a)
 }

@@ -229,3 +229,29 @@ func TestCrashPointsResume(t *testing.T) {
 		}
 	}
 }
+
+// A step amended into a call the workflow already made is suppressed, not
+// dispatched under the other step's idempotency key.
+func TestAmendIntoAnExistingCall(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	h.workflow("rep-ana", "W1")
+	h.propose("rep-ana", "W1", tool.IssueRefund, `{"order":"O-1001","amount":2000}`)
+	s := h.propose("rep-ana", "W1", tool.IssueRefund, `{"order":"O-1002","amount":12000}`)
+	amended, err := h.eng.Amend(context.Background(), person("rep-ana"), "W1", 2, json.RawMessage(`{"order":"O-1001","amount":2000}`))
+	if err != nil || amended.Status != store.StepSuppressed || amended.DuplicateOf != 1 {
+		t.Fatalf("amend: %s dup %d %v", amended.Status, amended.DuplicateOf, err)
+	}
+	if _, _, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := h.eng.Approval(context.Background(), s.Approval)
+	if h.sys.refunds != 1 || a.Status != store.ApprovalVoid {
+		t.Fatalf("refunds %d, old approval %s", h.sys.refunds, a.Status)
+	}
+	h.db.View(func(tx *store.Tx) error {
+		if got := tx.OrderSpent("O-1001"); got != 2000 {
+			t.Errorf("O-1001 spent %v, want $20.00", got)
+		}
+		return nil
+	})
+}

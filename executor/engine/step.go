@@ -120,6 +120,15 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 		s.Args, s.ClaimedApprover = args, claimed
 		s.Call, s.Key = tool.CallHash(s.Tool, args), idempotencyKey(wfID, s.Tool, args)
 		s.Note = "arguments amended; the step runs at the next resume"
+		if first, err := tx.StepByCall(wfID, s.Call); e.controls.RunDedupe && err == nil && first.N != n {
+			// Amended into a call the workflow already has: it would share
+			// that step's key and its ledger entry, so it ends here.
+			s.Status, s.DuplicateOf = store.StepSuppressed, first.N
+			s.Note = fmt.Sprintf("amended into the same call as step %d; nothing will be dispatched", first.N)
+			if err := e.voidApproval(tx, s.Approval); err != nil {
+				return err
+			}
+		}
 		if err := tx.PutStep(s); err != nil {
 			return err
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
