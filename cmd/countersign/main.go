@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 		newAuditCmd(),
 		newReconcileCmd(),
 		newDemoCmd(),
+		newDrillCmd(),
 	)
 	return root
 }

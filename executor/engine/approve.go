@@ -191,3 +191,29 @@ func (e *Engine) voidApproval(tx *store.Tx, id string) error {
 	}
 	return tx.PutApproval(a)
 }
+
+// settleApproval closes the step's approval when policy now allows the call
+// outright: an approval given for exactly this call, still valid, is used by
+// this execution; any other one is voided. It returns the approval it
+// changed, if any.
+func (e *Engine) settleApproval(tx *store.Tx, w store.Workflow, s store.Step, now time.Time) (store.Approval, error) {
+	if s.Approval == "" {
+		return store.Approval{}, nil
+	}
+	a, err := tx.Approval(s.Approval)
+	if err != nil {
+		return store.Approval{}, err
+	}
+	switch {
+	case a.Status == store.ApprovalApproved && now.Before(a.Expires) && a.CallHash == Binding(w.ID, s.Tool, s.Args):
+		a.Status = store.ApprovalUsed
+	case a.Status == store.ApprovalPending || a.Status == store.ApprovalApproved:
+		a.Status, a.Decided = store.ApprovalVoid, now
+	default:
+		return store.Approval{}, nil
+	}
+	if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
+		return store.Approval{}, err
+	}
+	return a, tx.PutApproval(a)
+}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -254,4 +256,32 @@ func TestAmendIntoAnExistingCall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A call a lead approved, then allowed outright by a later bundle, runs with
+// that approval: it is used, never left standing as approved.
+func TestApprovalUsedWhenPolicyLaterAllows(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	h.workflow("rep-ana", "W1")
+	s := h.propose("rep-ana", "W1", tool.IssueRefund, `{"order":"O-1002","amount":12000}`)
+	if _, err := h.eng.Approve(context.Background(), person("lead-dee"), s.Approval, ""); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := bundles.Open("p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.LoadFS(p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pol.Restore(b) // p2 allows $120 without approval
+	_, steps, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := h.eng.Approval(context.Background(), s.Approval)
+	if steps[0].Status != store.StepDone || steps[0].Decision != "ALLOW" || a.Status != store.ApprovalUsed {
+		t.Fatalf("step %s %s, approval %s", steps[0].Status, steps[0].Decision, a.Status)
+	}
 }

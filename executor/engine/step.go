@@ -309,9 +309,20 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 		}
 		switch res.Decision {
 		case policy.Allow:
+			// A lead may have approved this call under an earlier bundle:
+			// the effect runs with that approval, so it is used, not left
+			// standing; one that cannot apply is voided.
+			if a, err := e.settleApproval(tx, w, s, now); err != nil {
+				return err
+			} else if a.ID != "" {
+				changed = append(changed, a)
+			}
 		case policy.Deny:
 			s.Status, s.Finished = store.StepDenied, now
 			s.Note = "denied by policy rule " + res.Rule
+			if err := e.voidApproval(tx, s.Approval); err != nil {
+				return err
+			}
 			return e.putStep(tx, s)
 		case policy.RequireApproval:
 			ok, touched, err := e.approvalFor(tx, w, &s, order, lim, now)
