@@ -12,4 +12,6 @@ USER nonroot:nonroot
 VOLUME ["/data"]
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/countersign"]
-CMD ["serve", "--data", "/data", "--listen", ":8080"]
+# Dev mode by default: the sidecar with its simulated systems of record.
+# In production pass --ledger, --orders, --issuer and --issuer-jwks instead of --dev.
+CMD ["serve", "--dev", "--data", "/data", "--listen", "0.0.0.0:8080"]

@@ -4,25 +4,39 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
-		dev    bool
-		data   string
-		listen string
-		bundle string
+		dev        bool
+		data       string
+		listen     string
+		bundle     string
+		ledgerURL  string
+		ordersURL  string
+		issuer     string
+		issuerJWKS string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --dev --data DIR",
+		Use:   "serve (--dev | --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR",
 		Short: "Run the sidecar (with --dev: with the ledger, the order system and a dev identity provider)",
 		Long: `Run the countersign sidecar until SIGTERM or SIGINT, then shut down cleanly.
+
+Without --dev it talks to the ledger and the order system at --ledger and
+--orders, trusts people's tokens from --issuer signed with the keys at
+--issuer-jwks (an https URL, refreshed, or a file), and stays not ready
+(503) until an operator activates a bundle through the gate
+(POST /v1/bundles) or --bundle names one. The systems of record must verify
+actor tokens against this sidecar's /.well-known/jwks.json.
 
 With --dev it also starts the simulated ledger and order system and the dev
 identity provider on loopback ports, loads the embedded bundle p1 (or
@@ -35,9 +49,6 @@ system and its workflows as they were.`,
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !dev {
-				return errors.New("only --dev is available in this release: it runs the sidecar with the simulated systems of record; pass --dev")
-			}
 			if data == "" {
 				return errors.New("--data DIR is required: the sidecar keeps its state there")
 			}
@@ -52,7 +63,14 @@ system and its workflows as they were.`,
 			if err != nil {
 				return err
 			}
-			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls}
+			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls, Background: true}
+			if !dev {
+				ext, err := externalSystems(ledgerURL, ordersURL, issuer, issuerJWKS)
+				if err != nil {
+					return err
+				}
+				opts.External = ext
+			}
 			if bundle != "" {
 				b, err := policy.LoadPath(bundle)
 				if err != nil {
@@ -64,13 +82,17 @@ system and its workflows as they were.`,
 			if err != nil {
 				return err
 			}
-			if err := st.WriteFiles(data); err != nil {
-				st.Close()
-				return err
-			}
-			log.Info("countersign dev mode serving", "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
+			log.Info("countersign serving", "dev", dev, "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
 				"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", data)
-			fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s (tokens in %s/dev-tokens.json); SIGTERM to stop\n", st.Endpoints.Sidecar, data)
+			if dev {
+				if err := st.WriteFiles(data); err != nil {
+					st.Close()
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s (tokens in %s/dev-tokens.json); SIGTERM to stop\n", st.Endpoints.Sidecar, data)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s; SIGTERM to stop\n", st.Endpoints.Sidecar)
+			}
 			<-cmd.Context().Done()
 			log.Info("shutting down")
 			return st.Close()
@@ -79,6 +101,38 @@ system and its workflows as they were.`,
 	cmd.Flags().BoolVar(&dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
 	cmd.Flags().StringVar(&data, "data", "", "data directory (state, keys, simulators)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "sidecar listen address")
-	cmd.Flags().StringVar(&bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (default: the embedded p1)")
+	cmd.Flags().StringVar(&bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
+	cmd.Flags().StringVar(&ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
+	cmd.Flags().StringVar(&ordersURL, "orders", "", "the order system's base URL (without --dev)")
+	cmd.Flags().StringVar(&issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().StringVar(&issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	return cmd
+}
+
+// externalSystems checks the production flags, reporting every problem at once.
+func externalSystems(ledgerURL, ordersURL, issuer, jwks string) (*devstack.External, error) {
+	var problems []error
+	for _, f := range []struct{ flag, v string }{{"--ledger", ledgerURL}, {"--orders", ordersURL}} {
+		flag, v := f.flag, f.v
+		u, err := url.Parse(v)
+		if v == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Errorf("%s must be the http(s) base URL of the system (got %q)", flag, v))
+		}
+	}
+	if issuer == "" {
+		problems = append(problems, errors.New("--issuer must name the iss of people's tokens"))
+	}
+	is := authn.Issuer{Name: issuer}
+	switch {
+	case strings.HasPrefix(jwks, "http://") || strings.HasPrefix(jwks, "https://"):
+		is.JWKSURL = jwks
+	case jwks != "":
+		is.JWKSFile = jwks
+	default:
+		problems = append(problems, errors.New("--issuer-jwks must be the issuer's JWKS URL or file"))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
+	}
+	return &devstack.External{LedgerURL: ledgerURL, OrdersURL: ordersURL, Issuers: []authn.Issuer{is}}, nil
 }

@@ -8,6 +8,10 @@
 // State lives under the data directory, so a stack started again over the
 // same directory finds the ledger, the order system, the keys and every
 // workflow as they were.
+//
+// With Options.External the same wiring runs a production sidecar: it
+// talks to the systems of record and identity providers it is given and
+// starts no simulator.
 package devstack
 
 import (
@@ -63,9 +67,20 @@ type Options struct {
 	Logger    *slog.Logger
 	// Entropy seeds audit ids (the drill, for byte-identical runs).
 	Entropy io.Reader
+	// External, when set, runs the sidecar against real systems of record
+	// and identity providers: no simulator, no dev IdP, no default bundle.
+	External *External
 	// Background starts the periodic reconciliation (every 5 minutes) and
 	// the monitors (every minute), as serve does.
 	Background bool
+}
+
+// External names the systems a production sidecar talks to.
+type External struct {
+	LedgerURL string
+	OrdersURL string
+	// Issuers are the trusted identity providers of people's tokens.
+	Issuers []authn.Issuer
 }
 
 // Endpoints are the base URLs dev mode writes to dev-endpoints.json.
@@ -155,38 +170,12 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: now, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
-	// The receivers fetch the JWKS on every request (max age 0), so a
-	// raised epoch refuses old tokens at once.
-	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, "ledger"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	st.closers = append(st.closers, st.Ledger.Close)
-	var seed []orders.Order
-	for _, ord := range fixture.Orders() {
-		seed = append(seed, orders.Order{ID: ord.ID, Region: ord.Region, Customer: ord.Customer, Paid: int64(ord.Paid), Status: ord.Status})
-	}
-	if st.Orders, err = orders.Open(orders.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Orders: seed, Clock: now, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	st.closers = append(st.closers, st.Orders.Close)
-	if st.Endpoints.Ledger, err = serve("ledger", st.Ledger); err != nil {
-		return nil, err
-	}
-	if st.Endpoints.Orders, err = serve("orders", st.Orders); err != nil {
-		return nil, err
-	}
-
-	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: now}); err != nil {
-		return nil, err
-	}
-	if st.Endpoints.IssuerJWKS, err = serve("issuer", st.IdP.JWKSHandler()); err != nil {
-		return nil, err
-	}
-	st.Endpoints.IssuerJWKS += "/.well-known/jwks.json"
-	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
-		return nil, err
-	}
-	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: now}); err != nil {
+	if o.External != nil {
+		st.Endpoints.Ledger, st.Endpoints.Orders = o.External.LedgerURL, o.External.OrdersURL
+		if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.External.Issuers, Clock: now, Logger: o.Logger}); err != nil {
+			return nil, err
+		}
+	} else if err := st.startSimulators(ctx, o, jwksURL, serve); err != nil {
 		return nil, err
 	}
 
@@ -197,7 +186,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
 	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now})
 	st.Releases = release.New(st.Store, st.Policy)
-	if err := st.loadBundle(ctx, o.Bundle); err != nil {
+	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
 		return nil, err
 	}
 
@@ -264,16 +253,63 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	return st, nil
 }
 
+// startSimulators starts the ledger, the order system (seeded with the
+// Quillfeather orders) and the dev identity provider, each on its own
+// loopback port with its state under the data directory.
+func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string, serve func(string, http.Handler) (string, error)) (err error) {
+	now := o.Clock.Now
+	// The receivers fetch the JWKS on every request (max age 0), so a
+	// raised epoch refuses old tokens at once.
+	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, "ledger"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
+		return err
+	}
+	st.closers = append(st.closers, st.Ledger.Close)
+	var seed []orders.Order
+	for _, ord := range fixture.Orders() {
+		seed = append(seed, orders.Order{ID: ord.ID, Region: ord.Region, Customer: ord.Customer, Paid: int64(ord.Paid), Status: ord.Status})
+	}
+	if st.Orders, err = orders.Open(orders.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Orders: seed, Clock: now, Logger: o.Logger}); err != nil {
+		return err
+	}
+	st.closers = append(st.closers, st.Orders.Close)
+	if st.Endpoints.Ledger, err = serve("ledger", st.Ledger); err != nil {
+		return err
+	}
+	if st.Endpoints.Orders, err = serve("orders", st.Orders); err != nil {
+		return err
+	}
+
+	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: now}); err != nil {
+		return err
+	}
+	if st.Endpoints.IssuerJWKS, err = serve("issuer", st.IdP.JWKSHandler()); err != nil {
+		return err
+	}
+	st.Endpoints.IssuerJWKS += "/.well-known/jwks.json"
+	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
+		return err
+	}
+	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: now}); err != nil {
+		return err
+	}
+	return nil
+}
+
 // loadBundle activates the requested bundle, restores the recorded one, or
 // activates the embedded p1 on a fresh directory.
-func (st *Stack) loadBundle(ctx context.Context, b *policy.Bundle) error {
+func (st *Stack) loadBundle(ctx context.Context, b *policy.Bundle, dev bool) error {
 	by := policy.Activation{By: "dev-mode"}
 	if b != nil {
 		_, err := st.Releases.ActivateBundle(ctx, b, by)
 		return err
 	}
 	err := st.Releases.Restore(ctx)
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) || !dev {
+		// Outside dev mode a fresh sidecar stays not ready until an
+		// operator activates a bundle through the gate.
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
 		return err
 	}
 	fsys, err := bundles.Open("p1")
