@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/fixture"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/devstack"
 )
 
@@ -38,26 +39,9 @@ func start(t *testing.T, o devstack.Options) *env {
 	return &env{st: st, dir: o.DataDir, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
-// manualClock is the simulated clock: time moves only when a test says so.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Now().UTC().Truncate(time.Second)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newManualClock is the simulated clock: time moves only when a test says so.
+func newManualClock() *simclock.Clock {
+	return simclock.New(time.Now().UTC().Truncate(time.Second))
 }
 
 // reply is one HTTP answer, read in full.

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -100,32 +101,19 @@ func (f *fakeSystems) Reverse(_ context.Context, as engine.Actor, entry, key str
 	return json.RawMessage(fmt.Sprintf(`{"kind":"reversal","reverses":%q,"by":%q}`, entry, as.Rep)), nil
 }
 
-// clock is a simulated clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type harness struct {
 	t       testing.TB
 	dir     string
 	db      *store.DB
 	pol     *policy.Engine
 	sys     *fakeSystems
-	clock   *clock
+	clock   *simclock.Clock
 	eng     *engine.Engine
 	control engine.Controls
 }
 
 func newHarness(t testing.TB, controls engine.Controls) *harness {
-	h := &harness{t: t, dir: t.TempDir(), sys: newFake(), clock: &clock{now: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}, control: controls}
+	h := &harness{t: t, dir: t.TempDir(), sys: newFake(), clock: simclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)), control: controls}
 	h.pol = policy.New(policy.Options{Clock: h.clock.Now})
 	p1, err := bundles.Open("p1")
 	if err != nil {

@@ -8,48 +8,29 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/devstack"
 )
 
-// simClock is the simulated clock every scenario runs on: time moves only
-// when a scenario advances it, so an approval expires at 1000 s without
-// anybody waiting 1000 s.
-type simClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-var _ engine.Clock = (*simClock)(nil)
-
-func newClock() *simClock {
-	return &simClock{now: time.Now().UTC().Truncate(time.Second)}
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *simClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock is the simulated clock a scenario runs on, standing at the
+// present second: time moves only when the scenario moves it, so an expiry
+// is shown without anybody waiting 1000 s.
+func newClock() *simclock.Clock {
+	return simclock.New(time.Now().UTC().Truncate(time.Second))
 }
 
 // setup is how a scenario wants its stack.
 type setup struct {
 	controls  engine.Controls
-	clock     *simClock
+	clock     *simclock.Clock
 	failpoint func(string) error
 }
 
@@ -58,7 +39,7 @@ type setup struct {
 // point, the sidecar's API; they count effects in the systems of record.
 type stack struct {
 	*devstack.Stack
-	clock  *simClock
+	clock  *simclock.Clock
 	hc     *http.Client
 	closed bool
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/devstack"
@@ -80,7 +81,7 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 		return nil, fmt.Errorf("drill: %s is not empty: a drill starts from nothing", dir)
 	}
 	r := &run{
-		o: o, clock: newClock(start),
+		o: o, clock: simclock.New(start),
 		leadsRNG: rand.New(rand.NewPCG(o.Seed, streamLeads)),
 		tickets:  tickets(o.Seed),
 		people:   map[string]engine.Person{},
@@ -148,7 +149,7 @@ type mark struct {
 type run struct {
 	o          Options
 	st         *devstack.Stack
-	clock      *clock
+	clock      *simclock.Clock
 	leadsRNG   *rand.Rand
 	tickets    []ticket
 	byWorkflow map[string]*ticket
@@ -235,7 +236,7 @@ func (r *run) traffic(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r.clock.set(start.Add(e.at))
+		r.clock.Set(start.Add(e.at))
 		r.progress(e.at)
 		var err error
 		switch e.kind {
@@ -259,7 +260,7 @@ func (r *run) traffic(ctx context.Context) error {
 			return fmt.Errorf("drill: at minute %.1f: %w", e.at.Minutes(), err)
 		}
 	}
-	r.clock.set(start.Add(duration))
+	r.clock.Set(start.Add(duration))
 	r.progress(duration)
 	if r.o.Progress != nil {
 		fmt.Fprintln(r.o.Progress)
