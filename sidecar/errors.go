@@ -66,6 +66,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, "workflow_exists", "%v; use another id or the same ticket", err)
 	case errors.Is(err, engine.ErrNotAmendable):
 		return newError(http.StatusConflict, "step_not_amendable", "%v; propose a new step instead", err)
+	case errors.Is(err, engine.ErrNotCompensable):
+		return newError(http.StatusConflict, "not_compensable", "%v", err)
 	case errors.Is(err, engine.ErrNotPending):
 		return newError(http.StatusConflict, "not_pending", "%v", err)
 	case errors.As(err, &ge):

@@ -41,6 +41,10 @@ func (s *Server) routes() {
 	v1.POST("/workflows/:id/steps", rep(s.proposeStep))
 	v1.PATCH("/workflows/:id/steps/:n", rep(s.amendStep))
 	v1.POST("/workflows/:id/resume", s.role(engine.RoleRep, engine.RoleOperator)(s.resume))
+	// Compensation of an executed refund (incident response): the approver
+	// rules decide who may, as for an approval.
+	v1.POST("/workflows/:id/steps/:n/ratify", lead(s.ratify))
+	v1.POST("/workflows/:id/steps/:n/reverse", lead(s.reverse))
 
 	v1.GET("/approvals", lead(s.listApprovals))
 	v1.GET("/approvals/:id", any(s.getApproval))
@@ -165,9 +169,9 @@ func (s *Server) proposeStep(c echo.Context) error {
 }
 
 func (s *Server) amendStep(c echo.Context) error {
-	n, err := strconv.Atoi(c.Param("n"))
-	if err != nil || n < 1 {
-		return newError(http.StatusNotFound, "not_found", "step %q: steps are numbered from 1", c.Param("n"))
+	n, err := stepNumber(c)
+	if err != nil {
+		return err
 	}
 	var req struct {
 		Args json.RawMessage `json:"args"`
@@ -246,15 +250,11 @@ func (s *Server) approve(c echo.Context) error { return s.decideApproval(c, s.op
 func (s *Server) reject(c echo.Context) error  { return s.decideApproval(c, s.opts.Engine.Reject) }
 
 func (s *Server) decideApproval(c echo.Context, act func(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)) error {
-	var req struct {
-		Comment string `json:"comment"`
+	comment, err := optionalComment(c)
+	if err != nil {
+		return err
 	}
-	if c.Request().ContentLength != 0 {
-		if err := decodeJSON(c, &req); err != nil {
-			return err
-		}
-	}
-	a, err := act(c.Request().Context(), person(c), c.Param("id"), req.Comment)
+	a, err := act(c.Request().Context(), person(c), c.Param("id"), comment)
 	if err != nil {
 		return err
 	}
@@ -411,4 +411,61 @@ func (s *Server) latestReconciliation(c echo.Context) error {
 		return newError(http.StatusNotFound, "not_found", "no reconciliation has run yet: POST /v1/reconciliations")
 	}
 	return c.JSON(http.StatusOK, r)
+}
+
+// stepNumber reads the :n path parameter.
+func stepNumber(c echo.Context) (int, error) {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n < 1 {
+		return 0, newError(http.StatusNotFound, "not_found", "step %q: steps are numbered from 1", c.Param("n"))
+	}
+	return n, nil
+}
+
+// optionalComment decodes an optional {"comment"} body.
+func optionalComment(c echo.Context) (string, error) {
+	var req struct {
+		Comment string `json:"comment"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return "", err
+		}
+	}
+	return req.Comment, nil
+}
+
+// ratify accepts an executed refund after the fact with a retroactive
+// approval recorded as such.
+func (s *Server) ratify(c echo.Context) error {
+	n, err := stepNumber(c)
+	if err != nil {
+		return err
+	}
+	comment, err := optionalComment(c)
+	if err != nil {
+		return err
+	}
+	a, err := s.opts.Engine.Ratify(c.Request().Context(), person(c), c.Param("id"), n, comment)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, approvalView(a))
+}
+
+// reverse has the ledger post a reversal of an executed refund.
+func (s *Server) reverse(c echo.Context) error {
+	n, err := stepNumber(c)
+	if err != nil {
+		return err
+	}
+	comment, err := optionalComment(c)
+	if err != nil {
+		return err
+	}
+	step, err := s.opts.Engine.Reverse(c.Request().Context(), person(c), c.Param("id"), n, comment)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.stepView(c, step))
 }
