@@ -192,9 +192,6 @@ func New(opts Options) *Engine {
 	return e
 }
 
-// Controls reports the controls in force.
-func (e *Engine) Controls() Controls { return e.controls }
-
 // auditTx appends an audit record inside tx, so it commits with the change
 // it records or not at all.
 func (e *Engine) auditTx(tx *store.Tx, r audit.Record) error {

@@ -84,9 +84,6 @@ func Open(path string, opts Options) (*DB, error) {
 // Close releases the file.
 func (db *DB) Close() error { return db.bolt.Close() }
 
-// Path is the file the store lives in.
-func (db *DB) Path() string { return db.bolt.Path() }
-
 // Tx is one transaction. Its methods are valid only inside the function
 // given to Update or View.
 type Tx struct {

@@ -251,8 +251,6 @@ type Principal struct {
 	Expires       time.Time   // exp
 }
 
-// HasScope reports whether the person delegated scope (e.g. "refund").
-func (p Principal) HasScope(scope string) bool { return slices.Contains(p.Scopes, scope) }
 
 // allowedAlgs are the only signature algorithms accepted: asymmetric ones,
 // each with the key type it must be verified with. alg none and the HMAC
