@@ -251,7 +251,6 @@ type Principal struct {
 	Expires       time.Time   // exp
 }
 
-
 // allowedAlgs are the only signature algorithms accepted: asymmetric ones,
 // each with the key type it must be verified with. alg none and the HMAC
 // family are refused before any key is looked at, which is what defeats the
