@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/devstack"
 )
@@ -43,7 +44,7 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 	for _, o := range fixture.Orders() {
 		seed = append(seed, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
 	}
-	os_, err := orders.Open(orders.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks, Orders: seed})
+	os_, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks}, Orders: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -101,7 +102,7 @@ func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
 		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
 	}
 	defer led.Close()
-	ord, err := orders.Open(orders.Options{DataDir: filepath.Join(dir, devOrdersDir), JWKSURL: offlineJWKS})
+	ord, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devOrdersDir), JWKSURL: offlineJWKS}})
 	if err != nil {
 		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim orders over %s", err, dir)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 )
 
 // simServer is what the sim command needs of either system of record.
@@ -71,7 +72,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 				if faults.WrongAmount != 0 {
 					return errors.New("--wrong-amount applies to the ledger only")
 				}
-				srv, err = orders.Open(orders.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Orders: fixtureOrders(), Logger: log})
+				srv, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, Orders: fixtureOrders()})
 			}
 			if err != nil {
 				return err

@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/tool"
 )
 
@@ -81,7 +82,7 @@ func newWorld(t *testing.T) *world {
 	for _, o := range fixture.Orders() {
 		seed = append(seed, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
 	}
-	w.orders, err = orders.Open(orders.Options{DataDir: dir, JWKSURL: jwks.URL, JWKSMaxAge: time.Second, Orders: seed, NoSync: true})
+	w.orders, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: dir, JWKSURL: jwks.URL, JWKSMaxAge: time.Second, NoSync: true}, Orders: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

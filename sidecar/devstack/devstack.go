@@ -42,6 +42,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/systems"
 	"github.com/countersign/countersign/executor/telemetry"
@@ -268,7 +269,7 @@ func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string,
 	for _, ord := range fixture.Orders() {
 		seed = append(seed, orders.Order{ID: ord.ID, Region: ord.Region, Customer: ord.Customer, Paid: int64(ord.Paid), Status: ord.Status})
 	}
-	if st.Orders, err = orders.Open(orders.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Orders: seed, Clock: now, Logger: o.Logger}); err != nil {
+	if st.Orders, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}, Orders: seed}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)

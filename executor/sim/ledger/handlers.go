@@ -26,13 +26,12 @@ const (
 const MaxKeyBytes = 255
 
 func (s *Server) routes() {
-	rt := s.router
+	rt := s.core.Router
 	rt.Handle(http.MethodPost, "/refunds", s.postRefund)
 	rt.Handle(http.MethodGet, "/refunds", s.getRefund)
 	rt.Handle(http.MethodGet, "/entries", s.getEntries)
 	rt.Handle(http.MethodPost, "/reversals", s.postReversal)
 	rt.Handle(http.MethodPost, "/_sim/external-entries", s.postExternal)
-	s.faults.Routes(rt)
 }
 
 // refundRequest is a decoded POST /refunds.
@@ -97,7 +96,7 @@ func idempotencyKey(values []string) (string, error) {
 }
 
 func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) error {
-	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
@@ -148,7 +147,7 @@ func decodeReversal(body []byte, keys []string) (reversalRequest, error) {
 }
 
 func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
-	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
@@ -182,7 +181,7 @@ func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) answer(w http.ResponseWriter, out outcome) error {
 	switch {
 	case out.effects.LoseResponse:
-		s.log.Warn("fault: lose_response", "entry", out.entry.ID, "replay", out.replayed)
+		s.core.Log.Warn("fault: lose_response", "entry", out.entry.ID, "replay", out.replayed)
 		return fault.DropResponse(w)
 	case out.replayed:
 		w.Header().Set(HeaderReplayed, "true")

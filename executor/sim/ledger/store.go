@@ -102,7 +102,7 @@ type outcome struct {
 // request's.
 func (s *Server) commit(w write) (outcome, error) {
 	var out outcome
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.core.DB.Update(func(tx *bolt.Tx) error {
 		out = outcome{}
 		entries, keys := tx.Bucket(bucketEntries), tx.Bucket(bucketKeys)
 		if w.key != "" {
@@ -121,7 +121,7 @@ func (s *Server) commit(w write) (outcome, error) {
 				}
 				out.entry, out.replayed = e, true
 				if w.faulty {
-					out.effects = s.faults.TakeReplay()
+					out.effects = s.core.Faults.TakeReplay()
 				}
 				return nil
 			}
@@ -138,9 +138,9 @@ func (s *Server) commit(w write) (outcome, error) {
 		if err != nil {
 			return err
 		}
-		e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.clock().UTC()
+		e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.core.Clock().UTC()
 		if w.faulty {
-			out.effects = s.faults.Take(e.Kind == KindRefund)
+			out.effects = s.core.Faults.Take(e.Kind == KindRefund)
 		}
 		if out.effects.WrongAmount {
 			e.Amount /= 10
@@ -149,7 +149,7 @@ func (s *Server) commit(w write) (outcome, error) {
 		if out.effects.LoseWrite {
 			// Acknowledged, never kept: only the id sequence advances, so
 			// a later entry cannot take the lost one's id.
-			s.log.Warn("fault: lose_write", "entry", e.ID)
+			s.core.Log.Warn("fault: lose_write", "entry", e.ID)
 			return nil
 		}
 		v, err := json.Marshal(e)
@@ -202,7 +202,7 @@ func reversible(tx *bolt.Tx, id string) (Entry, error) {
 // Entries returns every entry in id order.
 func (s *Server) Entries() ([]Entry, error) {
 	all := []Entry{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.core.DB.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEntries).ForEach(func(_, v []byte) error {
 			var e Entry
 			if err := json.Unmarshal(v, &e); err != nil {
@@ -224,7 +224,7 @@ func (s *Server) ByKey(key string) (Entry, error) {
 		e  Entry
 		ok bool
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.core.DB.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketKeys).Get([]byte(key))
 		if v == nil {
 			return nil

@@ -10,14 +10,13 @@ import (
 )
 
 func (s *Server) routes() {
-	rt := s.router
+	rt := s.core.Router
 	rt.Handle(http.MethodGet, "/orders/{id}", s.getOrder)
 	rt.Handle(http.MethodPost, "/orders/{id}/shipments", s.postShipment)
 	rt.Handle(http.MethodGet, "/orders/{id}/shipments", s.getShipments)
 	rt.Handle(http.MethodGet, "/shipments", s.getAllShipments)
 	rt.Handle(http.MethodPost, "/_sim/orders", s.postOrder)
 	rt.Handle(http.MethodPost, "/_sim/external-shipments", s.postExternal)
-	s.faults.Routes(rt)
 }
 
 // notFound maps ErrNotFound to a 404 answer.
@@ -31,7 +30,7 @@ func notFound(err error) error {
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	want := actorcheck.Want{Audience: Audience, Scope: ScopeLookup, Call: actorcheck.OrderCall(actorcheck.ToolLookupOrder, id)}
-	if _, err := s.verifier.Check(r.Context(), r.Header.Get("Authorization"), want); err != nil {
+	if _, err := s.core.Verifier.Check(r.Context(), r.Header.Get("Authorization"), want); err != nil {
 		return err
 	}
 	o, err := s.Order(id)
@@ -44,7 +43,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	claims, err := s.verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
@@ -67,7 +66,7 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 		return notFound(err)
 	}
 	if out.effects.LoseResponse {
-		s.log.Warn("fault: lose_response", "shipment", out.shipment.ID)
+		s.core.Log.Warn("fault: lose_response", "shipment", out.shipment.ID)
 		return fault.DropResponse(w)
 	}
 	simhttp.WriteJSON(w, http.StatusCreated, out.shipment)

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/orders"
+	"github.com/countersign/countersign/executor/sim/simserver"
 )
 
 var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
@@ -45,8 +46,11 @@ func start(t testing.TB) *env {
 func (e *env) serve(seedOrders []orders.Order) {
 	e.t.Helper()
 	srv, err := orders.Open(orders.Options{
-		DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Orders: seedOrders, NoSync: true,
-		Clock: func() time.Time { return t0.Add(time.Second) },
+		Options: simserver.Options{
+			DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), NoSync: true,
+			Clock: func() time.Time { return t0.Add(time.Second) },
+		},
+		Orders: seedOrders,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -340,7 +344,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestOpenValidates(t *testing.T) {
-	bad := orders.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json", Orders: []orders.Order{{ID: "O-1"}}}
+	bad := orders.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json"}, Orders: []orders.Order{{ID: "O-1"}}}
 	if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
 		if srv != nil {
 			_ = srv.Close()

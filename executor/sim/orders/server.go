@@ -1,23 +1,13 @@
 package orders
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwk"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
-	"github.com/countersign/countersign/executor/sim/simhttp"
+	"github.com/countersign/countersign/executor/sim/simserver"
 )
 
 // Audience is the aud an actor token must carry for the order system.
@@ -36,46 +26,20 @@ const FileName = "orders.db"
 // WrongAmount must be zero here.
 type Faults = fault.Faults
 
-// Options configure an order system. DataDir and one of JWKSURL or Keys are
-// required; everything else has a working zero value.
+// Options configure an order system: the options every simulated system
+// takes (see package simserver; its file is DataDir/orders.db) and the
+// seed orders.
 type Options struct {
-	// DataDir holds DataDir/orders.db, created (0700) if missing.
-	DataDir string
-	// JWKSURL is the sidecar's /.well-known/jwks.json.
-	JWKSURL string
-	// Keys, when set, is a fixed key set used instead of JWKSURL (tests).
-	Keys jwk.Set
-	// JWKSMaxAge is how long a fetched JWKS is trusted. Zero fetches it on
-	// every request; the sim command's default is actorcheck.DefaultMaxAge.
-	JWKSMaxAge time.Duration
+	simserver.Options
 	// Orders seed a newly created file. A file that already exists keeps
 	// its orders.
 	Orders []Order
-	// Clock stamps shipments and is the "now" of token expiry. Nil means
-	// time.Now.
-	Clock func() time.Time
-	// Logger receives the logs. Nil discards them.
-	Logger *slog.Logger
-	// NoSync skips fsync on commit (benchmarks and throwaway tests only).
-	NoSync bool
-	// ShutdownTimeout bounds Close's wait for requests in flight. Zero
-	// means 5 seconds.
-	ShutdownTimeout time.Duration
 }
 
 // Server is the order system: an http.Handler over a bbolt file.
 type Server struct {
-	clock    func() time.Time
-	log      *slog.Logger
-	db       *bolt.DB
-	verifier *actorcheck.Verifier
-	faults   fault.Injector
-	router   *simhttp.Router
-	http     *simhttp.Server
-	timeout  time.Duration
-
-	closeOnce sync.Once
-	closeErr  error
+	*simserver.Server // ServeHTTP, Serve, Close, SetFaults, Faults
+	core              *simserver.Core
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -83,76 +47,25 @@ var _ http.Handler = (*Server)(nil)
 // Open opens (creating and seeding if needed) the order system in
 // o.DataDir.
 func Open(o Options) (*Server, error) {
-	if o.DataDir == "" {
-		return nil, errors.New("orders: Options.DataDir is required")
-	}
-	for _, ord := range o.Orders {
-		if err := ord.validate(); err != nil {
-			return nil, fmt.Errorf("orders: Options.Orders: %w", err)
-		}
-	}
-	v, err := actorcheck.New(actorcheck.Options{JWKSURL: o.JWKSURL, Keys: o.Keys, MaxAge: o.JWKSMaxAge, Clock: o.Clock})
+	srv, core, err := simserver.Open(o.Options, simserver.Spec{
+		Name:     "orders",
+		Title:    "order system",
+		FileName: FileName,
+		Validate: func() error {
+			for _, ord := range o.Orders {
+				if err := ord.validate(); err != nil {
+					return fmt.Errorf("orders: Options.Orders: %w", err)
+				}
+			}
+			return nil
+		},
+		Init:          func(tx *bolt.Tx) error { return initialize(tx, o.Orders) },
+		NoWrongAmount: true,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("orders: %w", err)
+		return nil, err
 	}
-	s := &Server{clock: o.Clock, log: o.Logger, verifier: v, timeout: o.ShutdownTimeout}
-	s.faults.NoWrongAmount = true
-	if s.clock == nil {
-		s.clock = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.log = s.log.With("component", "orders")
-	if s.timeout == 0 {
-		s.timeout = 5 * time.Second
-	}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("orders: %w", err)
-	}
-	path := filepath.Join(o.DataDir, FileName)
-	s.db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: o.NoSync})
-	if err != nil {
-		return nil, fmt.Errorf("orders: open %s (is another process using it?): %w", path, err)
-	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return initialize(tx, o.Orders) }); err != nil {
-		_ = s.db.Close()
-		return nil, fmt.Errorf("orders: %w", err)
-	}
-	s.router = simhttp.NewRouter(s.log)
+	s := &Server{Server: srv, core: core}
 	s.routes()
-	s.http = simhttp.NewServer(s, s.log)
 	return s, nil
 }
-
-// ServeHTTP serves the API; the delay fault applies to every request
-// outside the /_sim/ admin endpoints.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/_sim/") {
-		if err := s.faults.Delay(r.Context()); err != nil {
-			return
-		}
-	}
-	s.router.ServeHTTP(w, r)
-}
-
-// Serve answers requests on l until Close; it returns nil after Close.
-func (s *Server) Serve(l net.Listener) error {
-	s.log.Info("order system serving", "addr", l.Addr().String())
-	return s.http.Serve(l)
-}
-
-// Close shuts the HTTP server down and closes the bbolt file. It is safe to
-// call more than once.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.http.Close(s.timeout), s.db.Close())
-	})
-	return s.closeErr
-}
-
-// SetFaults replaces the fault counters (WrongAmount must be zero).
-func (s *Server) SetFaults(f Faults) error { return s.faults.Set(f) }
-
-// Faults returns the pending fault counters.
-func (s *Server) Faults() Faults { return s.faults.Get() }

@@ -104,7 +104,7 @@ func getOrder(tx *bolt.Tx, id string) (Order, error) {
 // Order returns one order, or ErrNotFound.
 func (s *Server) Order(id string) (Order, error) {
 	var o Order
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.core.DB.View(func(tx *bolt.Tx) error {
 		var err error
 		o, err = getOrder(tx, id)
 		return err
@@ -117,7 +117,7 @@ func (s *Server) PutOrder(o Order) (created bool, err error) {
 	if err := o.validate(); err != nil {
 		return false, err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.core.DB.Update(func(tx *bolt.Tx) error {
 		created = tx.Bucket(bucketOrders).Get([]byte(o.ID)) == nil
 		return putOrder(tx, o)
 	})
@@ -137,7 +137,7 @@ type shipped struct {
 // to the injected faults.
 func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
 	var out shipped
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.core.DB.Update(func(tx *bolt.Tx) error {
 		out = shipped{}
 		if _, err := getOrder(tx, sh.Order); err != nil {
 			return err
@@ -147,13 +147,13 @@ func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
 		if err != nil {
 			return err
 		}
-		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.clock().UTC()
+		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.core.Clock().UTC()
 		if faulty {
-			out.effects = s.faults.Take(false)
+			out.effects = s.core.Faults.Take(false)
 		}
 		out.shipment = sh
 		if out.effects.LoseWrite {
-			s.log.Warn("fault: lose_write", "shipment", sh.ID)
+			s.core.Log.Warn("fault: lose_write", "shipment", sh.ID)
 			return nil
 		}
 		v, err := json.Marshal(sh)
@@ -188,7 +188,7 @@ func (s *Server) AllShipments() ([]Shipment, error) {
 
 func (s *Server) shipments(order string) ([]Shipment, error) {
 	all := []Shipment{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.core.DB.View(func(tx *bolt.Tx) error {
 		if order != "" {
 			if _, err := getOrder(tx, order); err != nil {
 				return err
