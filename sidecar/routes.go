@@ -32,12 +32,12 @@ func (s *Server) routes() {
 	e.GET("/openapi.json", s.openapi)
 
 	v1 := e.Group("/v1", s.authenticate)
-	any := func(h echo.HandlerFunc) echo.HandlerFunc { return h }
+	anyone := func(h echo.HandlerFunc) echo.HandlerFunc { return h }
 	rep, lead, op := s.role(engine.RoleRep), s.role(engine.RoleLead, engine.RoleOperator), s.role(engine.RoleOperator)
 
-	v1.GET("/tools", any(s.tools))
+	v1.GET("/tools", anyone(s.tools))
 	v1.POST("/workflows", rep(s.createWorkflow))
-	v1.GET("/workflows/:id", any(s.getWorkflow))
+	v1.GET("/workflows/:id", anyone(s.getWorkflow))
 	v1.POST("/workflows/:id/steps", rep(s.proposeStep))
 	v1.PATCH("/workflows/:id/steps/:n", rep(s.amendStep))
 	v1.POST("/workflows/:id/resume", s.role(engine.RoleRep, engine.RoleOperator)(s.resume))
@@ -47,11 +47,11 @@ func (s *Server) routes() {
 	v1.POST("/workflows/:id/steps/:n/reverse", lead(s.reverse))
 
 	v1.GET("/approvals", lead(s.listApprovals))
-	v1.GET("/approvals/:id", any(s.getApproval))
+	v1.GET("/approvals/:id", anyone(s.getApproval))
 	// Anyone authenticated may try: the approver rules of the bundle refuse
 	// with a specific code (requester_cannot_approve, approver_not_lead, ...).
-	v1.POST("/approvals/:id/approve", any(s.approve))
-	v1.POST("/approvals/:id/reject", any(s.reject))
+	v1.POST("/approvals/:id/approve", anyone(s.approve))
+	v1.POST("/approvals/:id/reject", anyone(s.reject))
 
 	v1.GET("/switches", op(s.switches))
 	v1.PUT("/switches/:tool", op(s.setSwitch))
