@@ -219,11 +219,7 @@ func (s *Server) getEntries(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *Server) postExternal(w http.ResponseWriter, r *http.Request) error {
-	body, err := simhttp.ReadBody(w, r)
-	if err != nil {
-		return err
-	}
-	f, err := simhttp.Object(body, false)
+	f, err := simhttp.ReadObject(w, r, false)
 	if err != nil {
 		return err
 	}

@@ -47,11 +47,7 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := simhttp.ReadBody(w, r)
-	if err != nil {
-		return err
-	}
-	f, err := simhttp.Object(body, true) // the order is in the path; the body is empty or {}
+	f, err := simhttp.ReadObject(w, r, true) // the order is in the path; the body is empty or {}
 	if err != nil {
 		return err
 	}
@@ -92,11 +88,7 @@ func (s *Server) getAllShipments(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
-	body, err := simhttp.ReadBody(w, r)
-	if err != nil {
-		return err
-	}
-	f, err := simhttp.Object(body, false)
+	f, err := simhttp.ReadObject(w, r, false)
 	if err != nil {
 		return err
 	}
@@ -131,11 +123,7 @@ func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) postExternal(w http.ResponseWriter, r *http.Request) error {
-	body, err := simhttp.ReadBody(w, r)
-	if err != nil {
-		return err
-	}
-	f, err := simhttp.Object(body, false)
+	f, err := simhttp.ReadObject(w, r, false)
 	if err != nil {
 		return err
 	}

@@ -132,3 +132,13 @@ func (f Fields) Done() error {
 	slices.Sort(names)
 	return Errorf(http.StatusUnprocessableEntity, CodeUnknownField, "unknown field %s", names[0])
 }
+
+// ReadObject reads the request body (413 beyond MaxBodyBytes) and decodes it
+// with Object.
+func ReadObject(w http.ResponseWriter, r *http.Request, emptyOK bool) (Fields, error) {
+	body, err := ReadBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return Object(body, emptyOK)
+}
