@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -41,9 +40,7 @@ section cannot run or when a removed control goes undetected.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+				if err := printJSON(out, r); err != nil {
 					return err
 				}
 			} else if err := r.WriteText(out); err != nil {

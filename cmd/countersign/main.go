@@ -6,7 +6,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -58,4 +60,11 @@ func exitCode(err error) int {
 		return e.code
 	}
 	return 1
+}
+
+// printJSON writes v as indented JSON: the --json form of every report.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
