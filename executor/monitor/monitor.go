@@ -135,22 +135,17 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 		if err != nil {
 			return err
 		}
-		decisions, err := tx.Decisions("")
-		if err != nil {
-			return err
-		}
-		since := now.Add(-m.o.Window)
-		for _, d := range decisions {
-			if d.At.Before(since) || d.Tool != tool.IssueRefund {
-				continue
+		return tx.DecisionsSince(now.Add(-m.o.Window), func(d store.Decision) error {
+			if d.Tool != tool.IssueRefund {
+				return nil
 			}
 			if d.Decision == "REQUIRE_APPROVAL" {
 				approvalsAsked++
 			} else if d.Decision == "ALLOW" && d.Args.Amount > m.o.AutoLimit {
 				aboveLimit++
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)

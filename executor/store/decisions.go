@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"time"
 )
 
 // AppendDecision adds d to the decision log, assigning its sequence number.
@@ -46,4 +47,23 @@ func (t *Tx) Decisions(wf string) ([]Decision, error) {
 		}
 	}
 	return out, nil
+}
+
+// DecisionsSince calls fn for each decision made at or after since, newest
+// first. The log is in time order, so it reads only that tail.
+func (t *Tx) DecisionsSince(since time.Time, fn func(Decision) error) error {
+	c := t.bucket(bDecisions).Cursor()
+	for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+		var d Decision
+		if err := t.getJSON(bDecisions, k, &d); err != nil {
+			return err
+		}
+		if d.At.Before(since) {
+			return nil
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -274,3 +274,22 @@ func BenchmarkTotalsFlat(b *testing.B) {
 		})
 	}
 }
+
+func TestDecisionsSinceReadsTheTail(t *testing.T) {
+	db := open(t)
+	mustUpdate(t, db, func(tx *store.Tx) error {
+		for i := range 5 {
+			if _, err := tx.AppendDecision(store.Decision{N: i, At: t0.Add(time.Duration(i) * time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var got []int
+	db.View(func(tx *store.Tx) error {
+		return tx.DecisionsSince(t0.Add(3*time.Hour), func(d store.Decision) error { got = append(got, d.N); return nil })
+	})
+	if fmt.Sprint(got) != "[4 3]" {
+		t.Fatalf("DecisionsSince = %v, want [4 3]", got)
+	}
+}
