@@ -40,11 +40,7 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lg.Close() })
-	var seed []orders.Order
-	for _, o := range fixture.Orders() {
-		seed = append(seed, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
-	}
-	os_, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks}, Orders: seed})
+	os_, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks}, Orders: devstack.FixtureOrders()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/store"
-)
-
-// The dev layout under --data, as sidecar/devstack lays it out.
-const (
-	devStoreFile = "sidecar.db"
-	devLedgerDir = "ledger"
-	devOrdersDir = "orders"
+	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // offlineJWKS satisfies the simulators' Options: this command serves
@@ -79,8 +73,8 @@ could not run.`,
 // starting the dev stack: starting it would resume in-flight workflows,
 // dispatching refunds before they could be reported.
 func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
-	storePath := filepath.Join(dir, devStoreFile)
-	for _, p := range []string{storePath, filepath.Join(dir, devLedgerDir, ledger.FileName), filepath.Join(dir, devOrdersDir, orders.FileName)} {
+	storePath := filepath.Join(dir, devstack.StoreFile)
+	for _, p := range []string{storePath, filepath.Join(dir, devstack.LedgerDir, ledger.FileName), filepath.Join(dir, devstack.OrdersDir, orders.FileName)} {
 		if _, err := os.Stat(p); err != nil {
 			return reconcile.Report{}, fmt.Errorf("no countersign data at %s (is %s the --data of countersign serve --dev?): %w", p, dir, err)
 		}
@@ -94,12 +88,12 @@ func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
 		return reconcile.Report{}, err
 	}
 	defer db.Close()
-	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devLedgerDir), JWKSURL: offlineJWKS})
+	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS})
 	if err != nil {
 		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
 	}
 	defer led.Close()
-	ord, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devOrdersDir), JWKSURL: offlineJWKS}})
+	ord, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devstack.OrdersDir), JWKSURL: offlineJWKS}})
 	if err != nil {
 		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim orders over %s", err, dir)
 	}

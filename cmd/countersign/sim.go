@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
+	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // simServer is what the sim command needs of either system of record.
@@ -72,7 +72,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 				if faults.WrongAmount != 0 {
 					return errors.New("--wrong-amount applies to the ledger only")
 				}
-				srv, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, Orders: fixtureOrders()})
+				srv, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, Orders: devstack.FixtureOrders()})
 			}
 			if err != nil {
 				return err
@@ -110,14 +110,4 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 	f.IntVar(&faults.LoseWrite, "lose-write", 0, "acknowledge the next N writes with 201 but keep nothing")
 	f.IntVar(&faults.WrongAmount, "wrong-amount", 0, "ledger: record amount/10 for the next N refunds")
 	return cmd
-}
-
-// fixtureOrders converts the Quillfeather orders to the order system's own
-// type (the simulator does not import the fixture).
-func fixtureOrders() []orders.Order {
-	var out []orders.Order
-	for _, o := range fixture.Orders() {
-		out = append(out, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
-	}
-	return out
 }

@@ -118,8 +118,22 @@ type Stack struct {
 	closers  []func() error
 }
 
-// StoreFile is the sidecar's bbolt file under the data directory.
-const StoreFile = "sidecar.db"
+// The dev layout under the data directory: the sidecar's bbolt file and
+// the simulators' own directories.
+const (
+	StoreFile = "sidecar.db"
+	LedgerDir = "ledger"
+	OrdersDir = "orders"
+)
+
+// FixtureOrders are the Quillfeather orders in the order system's own type.
+func FixtureOrders() []orders.Order {
+	var out []orders.Order
+	for _, o := range fixture.Orders() {
+		out = append(out, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
+	}
+	return out
+}
 
 // agentID is the act.sub of every actor token the stack mints.
 const agentID = "quillfeather-support-agent"
@@ -261,15 +275,11 @@ func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string,
 	now := o.Clock.Now
 	// The receivers fetch the JWKS on every request (max age 0), so a
 	// raised epoch refuses old tokens at once.
-	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, "ledger"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
+	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, LedgerDir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Ledger.Close)
-	var seed []orders.Order
-	for _, ord := range fixture.Orders() {
-		seed = append(seed, orders.Order{ID: ord.ID, Region: ord.Region, Customer: ord.Customer, Paid: int64(ord.Paid), Status: ord.Status})
-	}
-	if st.Orders, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(o.DataDir, "orders"), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}, Orders: seed}); err != nil {
+	if st.Orders, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(o.DataDir, OrdersDir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}, Orders: FixtureOrders()}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)
