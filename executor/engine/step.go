@@ -406,7 +406,7 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 		case derr == nil:
 			s.Status, s.Result, s.Finished = store.StepDone, result, now
 		case errors.As(derr, &refused):
-			s.Status, s.Finished = store.StepDenied, now
+			s.Status, s.Finished, s.Refusal = store.StepDenied, now, refused.Code
 			s.Note = fmt.Sprintf("refused by the %s: %s: %s", tool.MustLookup(s.Tool).Audience, refused.Code, refused.Message)
 			e.obs.DispatchFailed(s.Tool, "refused")
 		case errors.Is(derr, ErrOutcomeUnknown):

@@ -99,14 +99,17 @@ type Step struct {
 	ClaimedApprover string `json:"claimed_approver,omitempty"`
 	// Baseline is the observation taken before the effect: for a
 	// reshipment, how many shipments the order had.
-	Baseline    *int            `json:"baseline,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Attempts    int             `json:"attempts"`
-	Note        string          `json:"note,omitempty"`
-	DuplicateOf int             `json:"duplicate_of,omitempty"`
-	Created     time.Time       `json:"created"`
-	ReservedAt  time.Time       `json:"reserved_at,omitzero"`
-	Finished    time.Time       `json:"finished,omitzero"`
+	Baseline *int            `json:"baseline,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Attempts int             `json:"attempts"`
+	Note     string          `json:"note,omitempty"`
+	// Refusal is the code a system of record refused the call with
+	// ("amount_above_max", ...), for steps denied downstream.
+	Refusal     string    `json:"refusal,omitempty"`
+	DuplicateOf int       `json:"duplicate_of,omitempty"`
+	Created     time.Time `json:"created"`
+	ReservedAt  time.Time `json:"reserved_at,omitzero"`
+	Finished    time.Time `json:"finished,omitzero"`
 }
 
 // Approval is a request for a lead's approval of exactly one call.

@@ -304,20 +304,10 @@ func tokenCeiling(ctx context.Context, dir string, c engine.Controls) (Outcome, 
 	}
 	ev := fmt.Sprintf("policy %s; step %s", s.Decision, s.Status)
 	if s.Status == store.StepDenied {
-		ev += " (" + refusalCode(s.Note) + ")"
+		ev += " (ledger refused: " + s.Refusal + ")"
 	}
 	ev += "; " + plural(over, "ledger entry", "ledger entries") + " over " + rep.RefundCeiling.String()
 	return Outcome{Pass: over == 0, Evidence: ev}, nil
-}
-
-// refusalCode picks the receiver's code out of a step's refusal note.
-func refusalCode(note string) string {
-	for _, code := range []string{"amount_above_max", "wrong_scope", "wrong_audience", "call_mismatch", "epoch_revoked"} {
-		if strings.Contains(note, code) {
-			return "ledger refused: " + code
-		}
-	}
-	return note
 }
 
 // switchedOffMidRun: a $120 refund waits for approval; an operator

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
@@ -21,9 +20,9 @@ import (
 // same that the monitor and reconciliation use, never a bundle's.
 const autoLimit = reconcile.DefaultAutoLimit
 
-// ceilingRefusal starts the note of a refund step the ledger refused for an
-// amount above the token's ceiling (engine.record writes it).
-const ceilingRefusal = "refused by the ledger: amount_above_max"
+// ceilingRefusal is the ledger's code for an amount above the token's
+// ceiling, as recorded on a refused step.
+const ceilingRefusal = "amount_above_max"
 
 type stepKey struct {
 	wf string
@@ -182,7 +181,7 @@ func (r *run) pausedFigures(sn snapshot) Paused {
 			for _, s := range sn.steps {
 				if s.Workflow == id && s.Status == store.StepDenied {
 					pw.Rule = s.Rule
-					if strings.HasPrefix(s.Note, ceilingRefusal) {
+					if s.Refusal == ceilingRefusal {
 						pw.Rule = "ledger: amount_above_max"
 					}
 					break
@@ -226,7 +225,7 @@ func policyTable(sn snapshot) []PolicyRow {
 				row.Violations++
 				row.ViolationTotal += s.Args.Amount
 			}
-		case s.Status == store.StepDenied && strings.HasPrefix(s.Note, ceilingRefusal):
+		case s.Status == store.StepDenied && s.Refusal == ceilingRefusal:
 			row.BlockedByCeiling++
 		case s.Status == store.StepDenied && d.Decision == "DENY":
 			row.DeniedByPolicy++
