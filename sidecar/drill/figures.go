@@ -86,19 +86,6 @@ func (sn snapshot) approvedBefore(s store.Step) bool {
 	return false
 }
 
-// approvedUnused returns the approval a lead granted for exactly s's call,
-// no later than the call was dispatched, that the step never consumed (p2
-// allowed the call without asking for it).
-func (sn snapshot) approvedUnused(s store.Step) (string, bool) {
-	for _, a := range sn.approvals[keyOf(s)] {
-		if !a.Retroactive && a.Status == store.ApprovalApproved && !a.Decided.After(s.ReservedAt) &&
-			a.CallHash == engine.Binding(s.Workflow, s.Tool, s.Args) {
-			return a.ID, true
-		}
-	}
-	return "", false
-}
-
 func executed(s store.Step) bool {
 	return s.Status == store.StepDone || s.Status == store.StepCompensated
 }
@@ -243,14 +230,9 @@ func policyTable(sn snapshot) []PolicyRow {
 }
 
 // remediate has a lead review every worklist item: ratify a damaged-goods
-// refund (the ticket also had a reshipment) or one a lead had approved
-// before p2 ran it without consuming the approval; reverse the others.
+// refund (the ticket also had a reshipment); reverse the others.
 func (r *run) remediate(ctx context.Context, sn snapshot, items []reconcile.OverLimit) error {
 	wl := Worklist{Count: len(items), ByRep: map[string]int{}, Items: []WorkItem{}}
-	steps := map[stepKey]store.Step{}
-	for _, s := range sn.steps {
-		steps[keyOf(s)] = s
-	}
 	for i, it := range items {
 		m := r.minutes(it.At.Sub(start))
 		if i == 0 || m < wl.FirstMinute {
@@ -269,13 +251,9 @@ func (r *run) remediate(ctx context.Context, sn snapshot, items []reconcile.Over
 		item := WorkItem{Workflow: it.Workflow, N: it.N, Rep: it.Rep, Order: it.Order, Amount: it.Amount,
 			Minute: m, Entry: it.Entry, By: lead.ID}
 		t := r.byWorkflow[it.Workflow]
-		approval, unused := sn.approvedUnused(steps[stepKey{it.Workflow, it.N}])
-		switch {
-		case t != nil && t.Reship:
+		if t != nil && t.Reship {
 			item.Action, item.Reason = ActionRatify, "damaged goods: the same ticket shipped a replacement"
-		case unused:
-			item.Action, item.Reason = ActionRatify, "a lead had approved this exact call ("+approval+") before p2 ran it without using the approval"
-		default:
+		} else {
 			item.Action, item.Reason = ActionReverse, "no approval and no damaged-goods case"
 		}
 		var err error
