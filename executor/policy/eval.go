@@ -111,6 +111,7 @@ func callInput(in Input) ast.Value {
 			field("order_refunded", cents(in.Totals.OrderRefunded)),
 			field("rep_day", cents(in.Totals.RepDay)),
 			field("agent_hour", cents(in.Totals.AgentHour)),
+			field("order_reships", ast.IntNumberTerm(in.Totals.OrderReships)),
 		)),
 	)
 }

@@ -65,6 +65,10 @@ type Totals struct {
 	OrderRefunded money.Cents // refunds already on this order
 	RepDay        money.Cents // the rep's refunds in the rolling window
 	AgentHour     money.Cents // the agent's refunds in the last hour
+	// OrderReships counts the order's reships in any workflow that are
+	// done, started or unknown (R10 asks a lead for the second, R11 denies
+	// a third).
+	OrderReships int
 }
 
 // Limits are the numbers of a bundle, from data.countersign.limits. The
