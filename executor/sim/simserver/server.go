@@ -151,11 +151,12 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	return s, c, nil
 }
 
-// ServeHTTP serves the system's API. The delay fault applies here to every
+// ServeHTTP serves the system's API. The delay faults apply here to every
 // request outside the /_sim/ admin endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/_sim/") {
-		if err := s.core.Faults.Delay(r.Context()); err != nil {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if err := s.core.Faults.Delay(r.Context(), write); err != nil {
 			return // the client left or the server is closing
 		}
 	}
