@@ -107,6 +107,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 	f.DurationVar(&maxAge, "jwks-max-age", actorcheck.DefaultMaxAge, "re-fetch the JWKS when the cached copy is older (0: every request)")
 	f.IntVar(&faults.LoseResponse, "lose-response", 0, "commit the next N writes, then drop the connection without answering")
 	f.IntVar(&faults.DelayMS, "delay-ms", 0, "wait this many milliseconds before answering every request")
+	f.IntVar(&faults.DelayWritesMS, "delay-writes-ms", 0, "wait this many milliseconds more before answering every write (POST)")
 	f.IntVar(&faults.LoseWrite, "lose-write", 0, "acknowledge the next N writes with 201 but keep nothing")
 	f.IntVar(&faults.WrongAmount, "wrong-amount", 0, "ledger: record amount/10 for the next N refunds")
 	return cmd

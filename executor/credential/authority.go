@@ -187,6 +187,8 @@ type payload struct {
 	Scope string      `json:"scope"`
 	Max   money.Cents `json:"max"`
 	Call  string      `json:"call"`
+	Key   string      `json:"key,omitempty"`
+	Ref   string      `json:"ref,omitempty"`
 	JTI   string      `json:"jti"`
 	IAT   int64       `json:"iat"`
 	Exp   int64       `json:"exp"`
@@ -217,6 +219,8 @@ func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 		Scope: c.Scope,
 		Max:   c.Max,
 		Call:  c.Call,
+		Key:   c.Key,
+		Ref:   c.Reference,
 		JTI:   rand.Text(),
 		IAT:   iat,
 		Exp:   iat + a.ttl,

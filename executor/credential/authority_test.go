@@ -523,3 +523,32 @@ func TestConcurrentMintAndRaise(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A token names the one ledger write (key) or reshipment (ref) it is for,
+// and omits the claim when the call has none.
+func TestMintKeyAndReference(t *testing.T) {
+	a := open(t, t.TempDir())
+	for _, tc := range []struct {
+		name     string
+		key, ref string
+	}{
+		{"a refund names its idempotency key", "cs-0123", ""},
+		{"a reship names its reference", "", "cs-4567"},
+		{"a lookup names neither", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := refundClaims()
+			c.Key, c.Reference = tc.key, tc.ref
+			var got map[string]any
+			if err := json.Unmarshal(segment(t, mint(t, a, c), 1), &got); err != nil {
+				t.Fatal(err)
+			}
+			for claim, want := range map[string]string{"key": tc.key, "ref": tc.ref} {
+				v, present := got[claim]
+				if present != (want != "") || (present && v != want) {
+					t.Errorf("claim %s = %v (present %v), want %q", claim, v, present, want)
+				}
+			}
+		})
+	}
+}

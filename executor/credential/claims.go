@@ -11,4 +11,12 @@ type Claims struct {
 	Scope    string      // the one operation: "refund", "reship", "lookup", "reverse"
 	Max      money.Cents // the rep's refund ceiling, enforced by the ledger
 	Call     string      // tool.CallHash of the exact call (or the reversal's binding)
+	// Key is the Idempotency-Key of the one ledger write the token is for
+	// (claim key, omitted when empty): the ledger refuses the token with
+	// any other key, so a captured refund token cannot make a new entry.
+	Key string
+	// Reference is the reference of the one reshipment the token is for
+	// (claim ref, omitted when empty); the order system stores it with
+	// the shipment.
+	Reference string
 }

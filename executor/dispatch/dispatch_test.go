@@ -133,7 +133,7 @@ func refund(key string) dispatch.Call {
 }
 
 func reship(order string) dispatch.Call {
-	return dispatch.Call{Rep: "rep-ana", Max: 50000, Tool: tool.ReshipOrder, Args: tool.Args{Order: order}}
+	return dispatch.Call{Rep: "rep-ana", Max: 50000, Tool: tool.ReshipOrder, Args: tool.Args{Order: order}, Reference: "cs-ref-" + order}
 }
 
 func TestRefund(t *testing.T) {
@@ -224,15 +224,52 @@ func TestRefundStillLostIsUnknown(t *testing.T) {
 	}
 }
 
-func TestRefundWithoutKeyIsNotRetried(t *testing.T) {
+// A refund without a key could be posted again as a new entry: the ledger
+// refuses it, and the refusal is not retried.
+func TestRefundWithoutKeyIsRefused(t *testing.T) {
 	w := newWorld(t)
 	d := w.dispatcher()
+	res, err := d.Refund(context.Background(), refund(""))
+	var r *dispatch.Refused
+	if !errors.As(err, &r) || r.Status != 400 || r.Code != ledger.CodeKeyMissing || res.Attempts != 1 || w.minter.n.Load() != 1 {
+		t.Fatalf("err %v attempts %d tokens %d, want one attempt refused 400 %s", err, res.Attempts, w.minter.n.Load(), ledger.CodeKeyMissing)
+	}
+	if n := len(w.entries()); n != 0 {
+		t.Fatalf("%d entries, want 0", n)
+	}
+}
+
+// replayingMinter hands out the first token it minted again: a dispatcher
+// that reused a token on its retry.
+type replayingMinter struct {
+	a     *credential.Authority
+	first string
+}
+
+func (m *replayingMinter) Mint(ctx context.Context, c credential.Claims) (string, error) {
+	if m.first == "" {
+		tok, err := m.a.Mint(ctx, c)
+		m.first = tok
+		return tok, err
+	}
+	return m.first, nil
+}
+
+// TestRetryNeedsAFreshToken: the receivers accept a token once, so the
+// retry after a lost answer works only because it mints its own; a retry
+// with the first token is refused and the outcome stays unknown.
+func TestRetryNeedsAFreshToken(t *testing.T) {
+	w := newWorld(t)
+	d := w.dispatcher(func(o *dispatch.Options) { o.Minter = &replayingMinter{a: w.auth} })
 	if err := w.ledger.SetFaults(ledger.Faults{LoseResponse: 1}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.Refund(context.Background(), refund(""))
-	if !errors.Is(err, dispatch.ErrOutcomeUnknown) || res.Attempts != 1 || w.minter.n.Load() != 1 {
-		t.Fatalf("err %v attempts %d tokens %d", err, res.Attempts, w.minter.n.Load())
+	res, err := d.Refund(context.Background(), refund("W1/1"))
+	if !errors.Is(err, dispatch.ErrOutcomeUnknown) || res.Attempts != 2 || !strings.Contains(err.Error(), "token_replayed") {
+		t.Fatalf("err %v attempts %d, want ErrOutcomeUnknown after a retry refused as token_replayed", err, res.Attempts)
+	}
+	if n := len(w.entries()); n != 1 {
+		t.Fatalf("%d entries, want 1 (the lost attempt's)", n)
 	}
 }
 
@@ -306,7 +343,11 @@ func TestReshipLostIsUnknownAndShipsOnce(t *testing.T) {
 	if n := w.shipments("O-1001"); n != 1 {
 		t.Fatalf("%d shipments, want exactly 1", n)
 	}
-	// The engine's resolution reads the count back.
+	// The engine's resolution finds it by its reference.
+	sh, found, err := d.ShipmentByReference(context.Background(), "O-1001", "cs-ref-O-1001")
+	if err != nil || !found || sh.ID != "S1" || sh.Reference != "cs-ref-O-1001" {
+		t.Fatalf("ShipmentByReference: %+v %v %v", sh, found, err)
+	}
 	list, err := d.Orders().Shipments(context.Background(), "O-1001")
 	if err != nil || len(list) != 1 {
 		t.Fatalf("Shipments: %v %v", list, err)
@@ -456,5 +497,34 @@ func TestBindingsAgree(t *testing.T) {
 		if c.mint != c.receive {
 			t.Errorf("minted %s, receiver computes %s", c.mint, c.receive)
 		}
+	}
+}
+
+// TestShipmentByReference finds a reship by the reference it carried, not
+// another caller's shipment of the same order; the test switch turns the
+// lookup off.
+func TestShipmentByReference(t *testing.T) {
+	w := newWorld(t)
+	d := w.dispatcher()
+	mine, other := reship("O-1001"), reship("O-1001")
+	other.Reference = "cs-other"
+	if _, err := d.Reship(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	if sh, found, err := d.ShipmentByReference(context.Background(), "O-1001", mine.Reference); err != nil || found {
+		t.Fatalf("before mine shipped: %+v found %v err %v, want not found", sh, found, err)
+	}
+	if _, err := d.Reship(context.Background(), mine); err != nil {
+		t.Fatal(err)
+	}
+	if sh, found, err := d.ShipmentByReference(context.Background(), "O-1001", mine.Reference); err != nil || !found || sh.ID != "S2" {
+		t.Fatalf("after: %+v found %v err %v, want S2", sh, found, err)
+	}
+	if _, _, err := d.ShipmentByReference(context.Background(), "O-9999", mine.Reference); !dispatch.IsNotFound(err) {
+		t.Fatalf("unknown order: %v, want a 404 refusal", err)
+	}
+	off := w.dispatcher(func(o *dispatch.Options) { o.NoReferenceLookup = true })
+	if _, _, err := off.ShipmentByReference(context.Background(), "O-1001", mine.Reference); !errors.Is(err, dispatch.ErrNoReferenceLookup) {
+		t.Fatalf("switched off: %v, want ErrNoReferenceLookup", err)
 	}
 }

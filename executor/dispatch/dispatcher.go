@@ -56,6 +56,11 @@ type Options struct {
 	// remove the idempotency control; nothing reachable from configuration
 	// sets it.
 	FreshKeyPerAttempt bool
+	// NoReferenceLookup makes ShipmentByReference answer
+	// ErrNoReferenceLookup, so that the engine falls back to counting an
+	// order's shipments. It exists ONLY for the tests that remove the
+	// reference control; nothing reachable from configuration sets it.
+	NoReferenceLookup bool
 }
 
 // Dispatcher makes the engine's calls to the systems of record under the
@@ -68,6 +73,7 @@ type Dispatcher struct {
 	timeout   time.Duration
 	log       *slog.Logger
 	freshKeys bool
+	noRefs    bool
 }
 
 // New returns a Dispatcher for o.
@@ -91,7 +97,7 @@ func New(o Options) (*Dispatcher, error) {
 	d := &Dispatcher{
 		ledger: NewLedger(o.LedgerURL, hc), orders: NewOrders(o.OrdersURL, hc),
 		minter: o.Minter, agent: o.Agent, timeout: o.AttemptTimeout, log: o.Logger,
-		freshKeys: o.FreshKeyPerAttempt,
+		freshKeys: o.FreshKeyPerAttempt, noRefs: o.NoReferenceLookup,
 	}
 	if d.timeout == 0 {
 		d.timeout = DefaultAttemptTimeout
@@ -123,8 +129,13 @@ type Call struct {
 	// Entry is the ledger entry to reverse (ReverseRefund only).
 	Entry string
 	// Key is the stable idempotency key of a ledger call; empty means no
-	// key, and then a lost answer is not retried.
+	// key, and then a lost answer is not retried (the ledger refuses a
+	// refund without one). Each attempt's token names the key it sends.
 	Key string
+	// Reference names a reshipment (reship_order only): sent in the body,
+	// bound in the token, stored with the shipment, so that a lost answer
+	// can be resolved by ShipmentByReference.
+	Reference string
 	// FreshKeyPerAttempt: see Options.FreshKeyPerAttempt (either turns it
 	// on). Only the tests that remove the idempotency control set it.
 	FreshKeyPerAttempt bool
@@ -204,6 +215,7 @@ func (d *Dispatcher) ledgerWrite(ctx context.Context, c Call, claims credential.
 		if key != "" && (d.freshKeys || c.FreshKeyPerAttempt) {
 			key = freshKey(c.Key)
 		}
+		claims.Key = key // the ledger refuses the token with any other key
 		e, err := attempt(ctx, d, claims, func(ctx context.Context, token string) (Entry, error) { return send(ctx, key, token) })
 		if err == nil {
 			return Result{Entry: &e, Attempts: n}, nil
@@ -225,18 +237,39 @@ func (d *Dispatcher) ledgerWrite(ctx context.Context, c Call, claims credential.
 	return Result{Attempts: made}, lost
 }
 
-// Reship asks the order system for a shipment: one attempt; a lost answer
-// is ErrOutcomeUnknown.
+// Reship asks the order system for a shipment under c.Reference: one
+// attempt; a lost answer is ErrOutcomeUnknown.
 func (d *Dispatcher) Reship(ctx context.Context, c Call) (Result, error) {
 	claims := d.claims(c, tool.CallHash(tool.ReshipOrder, tool.Args{Order: c.Args.Order}))
+	claims.Reference = c.Reference
 	sh, err := attempt(ctx, d, claims, func(ctx context.Context, token string) (Shipment, error) {
-		return d.orders.Reship(ctx, c.Args.Order, token)
+		return d.orders.Reship(ctx, c.Args.Order, c.Reference, token)
 	})
 	if err != nil {
 		d.log.Warn("reship failed", "order", c.Args.Order, "err", err)
 		return Result{Attempts: 1}, err
 	}
 	return Result{Shipment: &sh, Attempts: 1}, nil
+}
+
+// ShipmentByReference finds the shipment of order made under reference
+// ref; found is false when the order system has none. With
+// Options.NoReferenceLookup it answers ErrNoReferenceLookup.
+func (d *Dispatcher) ShipmentByReference(ctx context.Context, order, ref string) (sh Shipment, found bool, err error) {
+	if d.noRefs {
+		return Shipment{}, false, ErrNoReferenceLookup
+	}
+	list, err := d.orders.ShipmentsByReference(ctx, order, ref)
+	if err != nil || len(list) == 0 {
+		return Shipment{}, false, err
+	}
+	if len(list) > 1 {
+		// One reference, two shipments: the step was dispatched again
+		// after a lookup that its first request outran. Report the
+		// first; reconciliation shows the count.
+		d.log.Warn("several shipments carry one reference", "order", order, "reference", ref, "shipments", len(list))
+	}
+	return list[0], true, nil
 }
 
 // Lookup reads an order: one attempt. An unknown order is a *Refused with

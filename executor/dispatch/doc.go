@@ -15,8 +15,15 @@
 //     replays the one the lost attempt made. Still no answer:
 //     [ErrOutcomeUnknown]. A call without a key is never retried.
 //   - Order-system calls have no key: one attempt, and a lost answer is
-//     [ErrOutcomeUnknown]. The engine resolves it by counting shipments
-//     against the baseline it wrote ahead, or hands it to a person.
+//     [ErrOutcomeUnknown]. A reship carries the caller's reference (in the
+//     body and bound in its token), and [Dispatcher.ShipmentByReference]
+//     finds the shipment it made, if any; the engine resolves a lost
+//     answer by it, or hands it to a person.
+//
+// A token names the one request it is for: its call binding, the
+// Idempotency-Key the attempt sends (claim key) and the reshipment's
+// reference (claim ref). The receivers accept each token once, so a retry
+// needs, and gets, a token of its own.
 //
 // # Errors
 //
@@ -39,7 +46,9 @@
 // Options.FreshKeyPerAttempt (or Call.FreshKeyPerAttempt) sends a new key on
 // every attempt. It exists only so that tests can remove the idempotency
 // control and watch a lost response become two refunds; nothing reachable
-// from configuration sets it.
+// from configuration sets it. Options.NoReferenceLookup, likewise, makes
+// ShipmentByReference answer [ErrNoReferenceLookup], so that tests can
+// watch the engine fall back to counting shipments.
 //
 // # Why the request body is not replayable
 //

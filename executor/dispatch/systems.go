@@ -36,12 +36,13 @@ type Order struct {
 
 // Shipment is one shipment of an order.
 type Shipment struct {
-	ID    string    `json:"id"`
-	Kind  string    `json:"kind"` // reship or external
-	Order string    `json:"order"`
-	By    string    `json:"by"`
-	Agent string    `json:"agent,omitempty"`
-	At    time.Time `json:"at"`
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind"` // reship or external
+	Order     string    `json:"order"`
+	Reference string    `json:"reference,omitempty"` // the reship's reference
+	By        string    `json:"by"`
+	Agent     string    `json:"agent,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // Ledger is a client of the ledger's HTTP API. Each method makes exactly
@@ -125,12 +126,22 @@ func (o *Orders) Order(ctx context.Context, id, token string) (Order, error) {
 	return ord, err
 }
 
-// Reship asks for a new shipment of an order with an actor token bound to
-// reship_order {order}. There is no key: every accepted call ships.
-func (o *Orders) Reship(ctx context.Context, id, token string) (Shipment, error) {
+// Reship asks for a new shipment of an order under a reference, with an
+// actor token bound to reship_order {order} and to the reference. There is
+// no key: every accepted call ships.
+func (o *Orders) Reship(ctx context.Context, id, reference, token string) (Shipment, error) {
 	var sh Shipment
-	_, err := o.c.exchange(ctx, request{method: http.MethodPost, path: "/orders/" + url.PathEscape(id) + "/shipments", token: token}, &sh)
+	body := struct {
+		Reference string `json:"reference"`
+	}{reference}
+	_, err := o.c.exchange(ctx, request{method: http.MethodPost, path: "/orders/" + url.PathEscape(id) + "/shipments", token: token, body: body}, &sh)
 	return sh, err
+}
+
+// ShipmentsByReference lists the shipments of an order made under a
+// reference (no token: a reporting read).
+func (o *Orders) ShipmentsByReference(ctx context.Context, id, reference string) ([]Shipment, error) {
+	return o.list(ctx, "/orders/"+url.PathEscape(id)+"/shipments?reference="+url.QueryEscape(reference))
 }
 
 // Shipments lists an order's shipments (no token: a reporting read).

@@ -73,6 +73,9 @@ type Call struct {
 	Args tool.Args
 	// Key is the ledger's idempotency key ("" for the order system).
 	Key string
+	// Reference names a reshipment ("" for other tools): the order system
+	// stores it with the shipment, and ShipmentByReference finds it.
+	Reference string
 	// FreshKeyPerAttempt sends a new key on every attempt. Only the engine
 	// with its IdempotencyKeys control removed sets it.
 	FreshKeyPerAttempt bool
@@ -89,6 +92,9 @@ type Systems interface {
 	Shipments(ctx context.Context, order string) (int, error)
 	// RefundByKey finds the ledger entry made with an idempotency key.
 	RefundByKey(ctx context.Context, key string) (json.RawMessage, bool, error)
+	// ShipmentByReference finds the order's shipment made under a
+	// reference; ErrNoReferenceLookup when lookups by reference are off.
+	ShipmentByReference(ctx context.Context, order, ref string) (json.RawMessage, bool, error)
 	// Execute performs the call with a fresh actor token per attempt.
 	Execute(ctx context.Context, as Actor, c Call) (json.RawMessage, error)
 	// Reverse posts a reversal of a ledger entry (idempotent by key).
@@ -110,6 +116,10 @@ func (e *Refused) Error() string {
 var (
 	ErrOutcomeUnknown = errors.New("outcome unknown: the call was sent and no answer came back")
 	ErrOrderNotFound  = errors.New("order not found")
+	// ErrNoReferenceLookup: the systems cannot find a shipment by its
+	// reference (a test switch removes the lookup); recovery then falls
+	// back to counting the order's shipments against the baseline.
+	ErrNoReferenceLookup = errors.New("shipments cannot be looked up by reference")
 )
 
 // Options wire an Engine. Store, Policy, Systems and Clock are required.

@@ -28,12 +28,15 @@ type fakeSystems struct {
 	entries   map[string]money.Cents // by key
 	refunds   int                    // entries made
 	shipments map[string]int
+	byRef     map[string]int // shipments by reference
 	reversals []string
 	loseNext  int // lose the response of the next N effects, after committing them
+	dropNext  int // answer the next N effects as unknown without making them (still in flight)
+	noRefs    bool
 }
 
 func newFake() *fakeSystems {
-	f := &fakeSystems{orders: map[string]policy.Order{}, entries: map[string]money.Cents{}, shipments: map[string]int{}}
+	f := &fakeSystems{orders: map[string]policy.Order{}, entries: map[string]money.Cents{}, shipments: map[string]int{}, byRef: map[string]int{}}
 	for _, o := range fixture.Orders() {
 		f.orders[o.ID] = policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
 	}
@@ -63,9 +66,27 @@ func (f *fakeSystems) RefundByKey(_ context.Context, key string) (json.RawMessag
 	return json.RawMessage(fmt.Sprintf(`{"amount":%d}`, amt)), ok, nil
 }
 
+// ShipmentByReference finds a reship by its reference; noRefs switches
+// the lookup off.
+func (f *fakeSystems) ShipmentByReference(_ context.Context, order, ref string) (json.RawMessage, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noRefs {
+		return nil, false, engine.ErrNoReferenceLookup
+	}
+	if f.byRef[ref] == 0 {
+		return nil, false, nil
+	}
+	return json.RawMessage(fmt.Sprintf(`{"order":%q,"reference":%q}`, order, ref)), true, nil
+}
+
 func (f *fakeSystems) Execute(_ context.Context, as engine.Actor, c engine.Call) (json.RawMessage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.dropNext > 0 {
+		f.dropNext--
+		return nil, engine.ErrOutcomeUnknown
+	}
 	var result json.RawMessage
 	switch c.Tool {
 	case tool.IssueRefund:
@@ -83,7 +104,8 @@ func (f *fakeSystems) Execute(_ context.Context, as engine.Actor, c engine.Call)
 		result = json.RawMessage(fmt.Sprintf(`{"id":"L%d","key":%q,"amount":%d}`, f.refunds, key, c.Args.Amount))
 	case tool.ReshipOrder:
 		f.shipments[c.Args.Order]++
-		result = json.RawMessage(`{"shipment":true}`)
+		f.byRef[c.Reference]++
+		result = json.RawMessage(fmt.Sprintf(`{"order":%q,"reference":%q}`, c.Args.Order, c.Reference))
 	default:
 		result = json.RawMessage(`{}`)
 	}

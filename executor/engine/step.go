@@ -383,7 +383,7 @@ func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, s
 	if err := e.fail("before_dispatch"); err != nil {
 		return s, err
 	}
-	call := Call{Tool: s.Tool, Args: s.Args, Key: s.Key, FreshKeyPerAttempt: !e.controls.IdempotencyKeys}
+	call := Call{Tool: s.Tool, Args: s.Args, Key: s.Key, Reference: shipmentReference(s), FreshKeyPerAttempt: !e.controls.IdempotencyKeys}
 	result, err := e.systems.Execute(ctx, e.actor(w), call)
 	if err == nil {
 		if ferr := e.fail("after_dispatch"); ferr != nil {
@@ -444,8 +444,11 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 
 // recover continues a step that a crash or a lost answer left started or
 // unknown. A refund is dispatched again with the same key (the ledger
-// replays); a reshipment, which has no key, is resolved against the
-// baseline: one more shipment means it happened.
+// replays). A reshipment, which has no key, is looked up by its reference:
+// found, it happened; not found while started, the crash came before the
+// request left, so it is sent; not found while unknown, the request went
+// out and may still land, so it is never sent again on an absence and
+// waits for a person.
 func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
 	spec := tool.MustLookup(s.Tool)
 	if spec.Idempotent {
@@ -457,6 +460,65 @@ func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, st
 		}
 		return e.dispatch(ctx, w, s, start)
 	}
+	ref := shipmentReference(s)
+	shipment, found, err := e.systems.ShipmentByReference(ctx, s.Args.Order, ref)
+	switch {
+	case errors.Is(err, ErrNoReferenceLookup):
+		return e.recoverByCount(ctx, w, s, start)
+	case err != nil:
+		return s, fmt.Errorf("resolve %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, err)
+	case found:
+		s.Note = "resolved by reference: the order system has the shipment " + ref
+		return e.record(s, shipment, nil, start)
+	case s.Status == store.StepUnknown:
+		return e.awaitReconciliation(s, ref)
+	}
+	return e.dispatchAgain(ctx, w, s, nil, "resolved by reference: no shipment carries "+ref+"; dispatching again", start)
+}
+
+// shipmentReference names a reshipment in the order system. It is derived
+// from the step as the refund's idempotency key is, so it is the same on
+// every retry and after every restart, and no other step's.
+func shipmentReference(s store.Step) string {
+	if s.Tool != tool.ReshipOrder {
+		return ""
+	}
+	return "cs-" + Binding(s.Workflow, s.Tool, s.Args)[:40]
+}
+
+// awaitReconciliation leaves an unknown reshipment unknown, saying why and
+// what a person should do.
+func (e *Engine) awaitReconciliation(s store.Step, ref string) (store.Step, error) {
+	note := fmt.Sprintf("outcome unknown: no shipment of %s carries reference %s yet, and the request that was sent may still land, "+
+		"so it is not sent again; a person reconciles it (GET /orders/%s/shipments?reference=%s)", s.Args.Order, ref, s.Args.Order, ref)
+	if s.Note == note {
+		return s, nil
+	}
+	s.Note = note
+	return s, e.db.Update(func(tx *store.Tx) error { return e.putStep(tx, s) })
+}
+
+// dispatchAgain records one more attempt (and a new baseline, when given)
+// and dispatches the step again.
+func (e *Engine) dispatchAgain(ctx context.Context, w store.Workflow, s store.Step, baseline *int, note string, start time.Time) (store.Step, error) {
+	err := e.db.Update(func(tx *store.Tx) error {
+		if baseline != nil {
+			s.Baseline = baseline
+		}
+		s.Attempts, s.Note = s.Attempts+1, note
+		return e.putStep(tx, s)
+	})
+	if err != nil {
+		return s, err
+	}
+	return e.dispatch(ctx, w, s, start)
+}
+
+// recoverByCount is the resolution without references: one more shipment
+// of the order than the baseline means the reship happened. It cannot tell
+// the step's shipment from another workflow's; it runs only when lookups
+// by reference are switched off.
+func (e *Engine) recoverByCount(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
 	if s.Baseline == nil {
 		if s.Status == store.StepUnknown {
 			return s, nil // nothing to compare with: a person reconciles it
@@ -474,15 +536,7 @@ func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, st
 		return e.record(s, result, nil, start)
 	}
 	// Nothing happened: the call can be repeated safely, against a fresh baseline.
-	err = e.db.Update(func(tx *store.Tx) error {
-		s.Baseline, s.Attempts = &now, s.Attempts+1
-		s.Note = "resolved by lookup: no shipment was made; dispatching again"
-		return e.putStep(tx, s)
-	})
-	if err != nil {
-		return s, err
-	}
-	return e.dispatch(ctx, w, s, start)
+	return e.dispatchAgain(ctx, w, s, &now, "resolved by lookup: no shipment was made; dispatching again", start)
 }
 
 func (e *Engine) putStep(tx *store.Tx, s store.Step) error {

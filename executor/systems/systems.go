@@ -70,10 +70,24 @@ func (s *Systems) RefundByKey(ctx context.Context, key string) (json.RawMessage,
 	return b, true, err
 }
 
+// ShipmentByReference finds the order's shipment made under ref.
+func (s *Systems) ShipmentByReference(ctx context.Context, order, ref string) (json.RawMessage, bool, error) {
+	sh, found, err := s.d.ShipmentByReference(ctx, order, ref)
+	if errors.Is(err, dispatch.ErrNoReferenceLookup) {
+		return nil, false, fmt.Errorf("%w: %v", engine.ErrNoReferenceLookup, err)
+	}
+	if err != nil || !found {
+		return nil, false, translate(err)
+	}
+	b, err := json.Marshal(sh)
+	return b, true, err
+}
+
 // Execute performs the call.
 func (s *Systems) Execute(ctx context.Context, as engine.Actor, c engine.Call) (json.RawMessage, error) {
 	res, err := s.d.Do(ctx, dispatch.Call{
-		Rep: as.Rep, Max: as.Ceiling, Tool: c.Tool, Args: c.Args, Key: c.Key, FreshKeyPerAttempt: c.FreshKeyPerAttempt,
+		Rep: as.Rep, Max: as.Ceiling, Tool: c.Tool, Args: c.Args, Key: c.Key, Reference: c.Reference,
+		FreshKeyPerAttempt: c.FreshKeyPerAttempt,
 	})
 	if err != nil {
 		return nil, translate(err)

@@ -26,13 +26,40 @@
 //	401 bad_signature      the signature does not verify with the kid's key
 //	401 exp_missing        no exp claim
 //	401 token_expired      exp <= now
+//	401 token_lifetime     no iat, exp - iat over 120 s ([MaxLifetime]), or
+//	                       iat more than 5 s ahead of now ([MaxClockSkew])
+//	401 token_malformed    the epoch claim differs from the kid's N, aud is
+//	                       neither a string nor an array of strings, or (with
+//	                       the single-use check on) there is no jti
+//	401 token_replayed     this jti was already accepted (see below)
 //	403 wrong_audience     aud is not this system
 //	403 wrong_scope        scope is not this operation's
 //	403 call_mismatch      call claim differs from the binding of THIS request
+//	403 key_mismatch       key claim differs from the request's
+//	                       Idempotency-Key (absent on both sides is equal)
+//	403 reference_mismatch ref claim differs from the request's reference
+//	                       (absent on both sides is equal)
 //	403 amount_above_max   a refund amount above the max claim
 //
 // Refusing on unverified data (alg, act, iss, kid) is safe: only acceptance
 // needs a verified signature, and every accepted token has one.
+//
+// # Single use
+//
+// A token is minted for one attempt, so a receiver accepts its jti once: a
+// token captured in flight and posted again, under another idempotency key
+// or none, is refused, where the key alone would have made a new entry.
+// The jti is recorded as the last check of the 401 group, so only a token
+// that is otherwise valid uses it up, and the replay check comes before
+// anything about the request. The record is kept until the token's exp (an
+// expired token is refused anyway) in [Options.Replays]: in memory by
+// default, in the simulators' bbolt files so that a restart does not
+// forget. A caller that retries mints a fresh token for every attempt.
+// [Options.AllowReplay] removes the check; only tests that show it is
+// load-bearing set it.
+//
+// The lifetime bound keeps that record small and honest: a token cannot
+// claim to be good for a day, nor be minted ahead for later use.
 // [Verifier.Verify] runs the 401 group, [Claims.Authorize] the 403 group, and
 // [Verifier.Check] both. A refusal is a *[Refusal] carrying the status, the
 // stable code and a message for a person.
@@ -49,6 +76,11 @@
 // receiver recomputes it from the request it actually received ([RefundCall],
 // [OrderCall], [ReversalCall]), so a token minted for $30 on O-1001 does not
 // pay $300, nor anything on O-1002.
+//
+// Two more claims bind what the call hash leaves out: key, the
+// Idempotency-Key of a ledger write, and ref, the reference a reshipment
+// carries. A refund token minted for one key cannot make an entry under
+// another, and a reship token cannot ship under another step's reference.
 //
 // # Keys and epochs
 //

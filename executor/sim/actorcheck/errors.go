@@ -17,9 +17,13 @@ const (
 	CodeBadSignature   = "bad_signature"
 	CodeExpMissing     = "exp_missing"
 	CodeTokenExpired   = "token_expired"
+	CodeTokenLifetime  = "token_lifetime"
+	CodeTokenReplayed  = "token_replayed"
 	CodeWrongAudience  = "wrong_audience"
 	CodeWrongScope     = "wrong_scope"
 	CodeCallMismatch   = "call_mismatch"
+	CodeKeyMismatch    = "key_mismatch"
+	CodeRefMismatch    = "reference_mismatch"
 	CodeAmountAboveMax = "amount_above_max"
 )
 

@@ -35,6 +35,17 @@ const (
 	DefaultFetchTimeout = 5 * time.Second
 )
 
+// Lifetime policy. An actor token is minted for one attempt and lives 60 s;
+// a token that claims to live longer, or to have been issued later than
+// now, was not minted by a minter keeping that policy.
+const (
+	// MaxLifetime bounds exp - iat.
+	MaxLifetime = 120 * time.Second
+	// MaxClockSkew is how far in the future iat may be, for clocks that
+	// disagree a little.
+	MaxClockSkew = 5 * time.Second
+)
+
 // maxTokenBytes bounds the Authorization header's token; an actor token is
 // well under 1 KiB.
 const maxTokenBytes = 8 << 10
@@ -61,6 +72,16 @@ type Options struct {
 	// HTTPClient fetches the JWKS. Nil means a client with
 	// DefaultFetchTimeout.
 	HTTPClient *http.Client
+	// Replays remembers the jti of every accepted token until its exp, so
+	// that a token captured in flight cannot be used a second time. Nil
+	// means a set in memory, which a restart forgets; the simulators pass
+	// one kept in their bbolt file.
+	Replays Replays
+	// AllowReplay turns the single-use check off: a token is accepted as
+	// often as it is presented until it expires. It exists ONLY for the
+	// tests that remove that control; nothing reachable from configuration
+	// sets it.
+	AllowReplay bool
 }
 
 // Verifier checks actor tokens. It is safe for concurrent use.
@@ -100,31 +121,40 @@ func New(o Options) (*Verifier, error) {
 	if v.client == nil {
 		v.client = &http.Client{Timeout: DefaultFetchTimeout}
 	}
+	if v.o.Replays == nil {
+		v.o.Replays = &memoryReplays{}
+	}
 	return v, nil
 }
 
 // Claims are the verified claims of an actor token.
 type Claims struct {
-	Subject  string   // sub: the rep whose delegation is used
-	Agent    string   // act.sub: the agent acting for them
-	Audience []string // aud: one system of record
-	Scope    string   // one operation
-	Max      int64    // the rep's refund ceiling in cents (HasMax says whether present)
-	HasMax   bool
-	Call     string // the binding of the one call the token was minted for
-	Epoch    int
-	ID       string // jti
-	IssuedAt time.Time
-	Expiry   time.Time
+	Subject   string   // sub: the rep whose delegation is used
+	Agent     string   // act.sub: the agent acting for them
+	Audience  []string // aud: one system of record
+	Scope     string   // one operation
+	Max       int64    // the rep's refund ceiling in cents (HasMax says whether present)
+	HasMax    bool
+	Call      string // the binding of the one call the token was minted for
+	Key       string // key: the Idempotency-Key of a ledger write ("" when none)
+	Reference string // ref: the reference of a reshipment ("" when none)
+	Epoch     int
+	ID        string // jti
+	IssuedAt  time.Time
+	Expiry    time.Time
 }
 
 // Want is what one request needs from a token: this system, this operation,
-// the binding recomputed from this request and, for refunds, the amount.
+// the binding recomputed from this request, the request's idempotency key
+// and reference (each "" when the request has none) and, for refunds, the
+// amount.
 type Want struct {
-	Audience string
-	Scope    string
-	Call     string
-	Amount   int64 // compared with max when > 0
+	Audience  string
+	Scope     string
+	Call      string
+	Key       string // the Idempotency-Key header
+	Reference string // the reference in the body of a reshipment
+	Amount    int64  // compared with max when > 0
 }
 
 // Check runs [Verifier.Verify] and then [Claims.Authorize].
@@ -152,6 +182,8 @@ type payload struct {
 	Scope string          `json:"scope"`
 	Max   *int64          `json:"max"`
 	Call  string          `json:"call"`
+	Key   string          `json:"key"`
+	Ref   string          `json:"ref"`
 	Jti   string          `json:"jti"`
 	Iat   *float64        `json:"iat"`
 	Exp   *float64        `json:"exp"`
@@ -205,12 +237,10 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (Claims, er
 	if _, err := jws.VerifyCompactFast(key, []byte(raw), jwa.EdDSA()); err != nil {
 		return Claims{}, unauthorized(CodeBadSignature, fmt.Sprintf("the signature does not verify with the key %q", h.Kid))
 	}
-	if p.Exp == nil {
-		return Claims{}, unauthorized(CodeExpMissing, "the token has no exp claim")
-	}
-	exp := numericDate(*p.Exp)
-	if now := v.o.Clock(); !now.Before(exp) {
-		return Claims{}, unauthorized(CodeTokenExpired, fmt.Sprintf("the token expired at %s", exp.UTC().Format(time.RFC3339)))
+	now := v.o.Clock()
+	iat, exp, err := lifetime(p, now)
+	if err != nil {
+		return Claims{}, err
 	}
 	if p.Epoch == nil || *p.Epoch != int64(n) {
 		return Claims{}, unauthorized(CodeTokenMalformed, fmt.Sprintf("the epoch claim does not match kid %q", h.Kid))
@@ -219,17 +249,59 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (Claims, er
 	if err != nil {
 		return Claims{}, unauthorized(CodeTokenMalformed, err.Error())
 	}
+	// Last of the group: only a token accepted in every other respect uses
+	// up its jti.
+	if err := v.once(p.Jti, exp, now); err != nil {
+		return Claims{}, err
+	}
 	c := Claims{
-		Subject: p.Sub, Agent: p.Act.Sub, Audience: aud, Scope: p.Scope,
-		Call: p.Call, Epoch: n, ID: p.Jti, Expiry: exp,
+		Subject: p.Sub, Agent: p.Act.Sub, Audience: aud, Scope: p.Scope, Call: p.Call,
+		Key: p.Key, Reference: p.Ref, Epoch: n, ID: p.Jti, IssuedAt: iat, Expiry: exp,
 	}
 	if p.Max != nil {
 		c.Max, c.HasMax = *p.Max, true
 	}
-	if p.Iat != nil {
-		c.IssuedAt = numericDate(*p.Iat)
-	}
 	return c, nil
+}
+
+// lifetime checks exp and iat against now and the lifetime policy.
+func lifetime(p payload, now time.Time) (iat, exp time.Time, err error) {
+	if p.Exp == nil {
+		return iat, exp, unauthorized(CodeExpMissing, "the token has no exp claim")
+	}
+	exp = numericDate(*p.Exp)
+	if !now.Before(exp) {
+		return iat, exp, unauthorized(CodeTokenExpired, fmt.Sprintf("the token expired at %s", exp.UTC().Format(time.RFC3339)))
+	}
+	if p.Iat == nil {
+		return iat, exp, unauthorized(CodeTokenLifetime, "the token has no iat claim, so its lifetime cannot be bounded")
+	}
+	iat = numericDate(*p.Iat)
+	if exp.Sub(iat) > MaxLifetime {
+		return iat, exp, unauthorized(CodeTokenLifetime, fmt.Sprintf("the token lives %s from iat to exp; actor tokens may live at most %s", exp.Sub(iat), MaxLifetime))
+	}
+	if iat.After(now.Add(MaxClockSkew)) {
+		return iat, exp, unauthorized(CodeTokenLifetime, fmt.Sprintf("the token was issued in the future (iat %s); check the minter's clock", iat.UTC().Format(time.RFC3339)))
+	}
+	return iat, exp, nil
+}
+
+// once records jti as used until exp, refusing a jti already recorded.
+func (v *Verifier) once(jti string, exp, now time.Time) error {
+	if v.o.AllowReplay {
+		return nil
+	}
+	if jti == "" {
+		return unauthorized(CodeTokenMalformed, "the token has no jti; actor tokens are single-use and need one")
+	}
+	replayed, err := v.o.Replays.Use(jti, exp, now)
+	if err != nil {
+		return fmt.Errorf("actorcheck: recording the jti: %w", err)
+	}
+	if replayed {
+		return unauthorized(CodeTokenReplayed, "this token was already used; every request needs a freshly minted token")
+	}
+	return nil
 }
 
 // Authorize checks that verified claims cover one request: the 403 group of
@@ -243,6 +315,12 @@ func (c Claims) Authorize(w Want) error {
 	}
 	if c.Call != w.Call {
 		return forbidden(CodeCallMismatch, "the token was minted for a different call (tool, order or amount)")
+	}
+	if c.Key != w.Key {
+		return forbidden(CodeKeyMismatch, fmt.Sprintf("the token was minted for Idempotency-Key %q, not %q; mint a token for this key", c.Key, w.Key))
+	}
+	if c.Reference != w.Reference {
+		return forbidden(CodeRefMismatch, fmt.Sprintf("the token was minted for reference %q, not %q; mint a token for this reference", c.Reference, w.Reference))
 	}
 	if w.Amount > 0 && (!c.HasMax || w.Amount > c.Max) {
 		return forbidden(CodeAmountAboveMax, fmt.Sprintf("amount %d is above the delegated maximum %d (cents)", w.Amount, c.Max))

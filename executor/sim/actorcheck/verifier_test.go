@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +104,15 @@ func TestRefusals(t *testing.T) {
 		{"missing exp", "Bearer " + with(func(c map[string]any) { delete(c, "exp") }), want30, 401, actorcheck.CodeExpMissing},
 		{"expired (exp == now)", "Bearer " + with(func(c map[string]any) { c["exp"] = t0.Add(time.Second).Unix() }), want30, 401, actorcheck.CodeTokenExpired},
 		{"expired long ago", "Bearer " + with(func(c map[string]any) { c["exp"] = t0.Add(-time.Hour).Unix() }), want30, 401, actorcheck.CodeTokenExpired},
+		{"a lifetime of an hour", "Bearer " + with(func(c map[string]any) { c["exp"] = t0.Add(time.Hour).Unix() }), want30, 401, actorcheck.CodeTokenLifetime},
+		{"a lifetime of 121 s", "Bearer " + with(func(c map[string]any) { c["exp"] = t0.Add(121 * time.Second).Unix() }), want30, 401, actorcheck.CodeTokenLifetime},
+		{"issued an hour in the future", "Bearer " + with(func(c map[string]any) {
+			c["iat"], c["exp"] = t0.Add(time.Hour).Unix(), t0.Add(time.Hour+time.Minute).Unix()
+		}), want30, 401, actorcheck.CodeTokenLifetime},
+		{"issued 6 s ahead of the receiver's clock", "Bearer " + with(func(c map[string]any) { c["iat"] = t0.Add(7 * time.Second).Unix() }), want30, 401, actorcheck.CodeTokenLifetime},
+		{"valid, issued 4 s ahead (within the skew)", "Bearer " + with(func(c map[string]any) { c["iat"] = t0.Add(5 * time.Second).Unix() }), want30, 0, ""},
+		{"missing iat", "Bearer " + with(func(c map[string]any) { delete(c, "iat") }), want30, 401, actorcheck.CodeTokenLifetime},
+		{"missing jti", "Bearer " + with(func(c map[string]any) { delete(c, "jti") }), want30, 401, actorcheck.CodeTokenMalformed},
 		{"epoch claim disagrees with kid", "Bearer " + with(func(c map[string]any) { c["epoch"] = 2 }), want30, 401, actorcheck.CodeTokenMalformed},
 		{"aud of the other system", "Bearer " + with(func(c map[string]any) { c["aud"] = "orders" }), want30, 403, actorcheck.CodeWrongAudience},
 		{"two audiences", "Bearer " + with(func(c map[string]any) { c["aud"] = []string{"ledger", "orders"} }), want30, 403, actorcheck.CodeWrongAudience},
@@ -110,6 +121,15 @@ func TestRefusals(t *testing.T) {
 			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: actorcheck.RefundCall("O-1001", 30000), Amount: 30000}, 403, actorcheck.CodeCallMismatch},
 		{"O-1001 token used for O-1002", "Bearer " + iss.Sign(t, valid()),
 			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: actorcheck.RefundCall("O-1002", 3000), Amount: 3000}, 403, actorcheck.CodeCallMismatch},
+		{"valid, keyed for this request's key", "Bearer " + with(func(c map[string]any) { c["key"] = "K-A" }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Key: "K-A", Amount: 3000}, 0, ""},
+		{"token for key A used with key B", "Bearer " + with(func(c map[string]any) { c["key"] = "K-A" }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Key: "K-B", Amount: 3000}, 403, actorcheck.CodeKeyMismatch},
+		{"keyed token used without a key", "Bearer " + with(func(c map[string]any) { c["key"] = "K-A" }), want30, 403, actorcheck.CodeKeyMismatch},
+		{"token without a key used with one", "Bearer " + iss.Sign(t, valid()),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Key: "K-B", Amount: 3000}, 403, actorcheck.CodeKeyMismatch},
+		{"token for reference R1 used for R2", "Bearer " + with(func(c map[string]any) { c["ref"] = "R1" }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Reference: "R2", Amount: 3000}, 403, actorcheck.CodeRefMismatch},
 		{"amount above max", "Bearer " + with(func(c map[string]any) { c["max"] = 2999 }), want30, 403, actorcheck.CodeAmountAboveMax},
 		{"refund token without max", "Bearer " + with(func(c map[string]any) { delete(c, "max") }), want30, 403, actorcheck.CodeAmountAboveMax},
 	}
@@ -164,7 +184,8 @@ func TestMaxAgeZeroFetchesEveryRequest(t *testing.T) {
 	call := actorcheck.OrderCall("lookup_order", "O-1001")
 	want := actorcheck.Want{Audience: "orders", Scope: "lookup", Call: call}
 	old := iss.Mint(t, "rep-ana", "orders", "lookup", 0, call)
-	v := newVerifier(t, iss, actorcheck.Options{MaxAge: 0})
+	// A token used three times, which only the single-use check would refuse.
+	v := newVerifier(t, iss, actorcheck.Options{MaxAge: 0, AllowReplay: true})
 	for range 3 {
 		if _, err := v.Check(context.Background(), "Bearer "+old, want); err != nil {
 			t.Fatal(err)
@@ -186,7 +207,7 @@ func TestMaxAgeCachesAndExpires(t *testing.T) {
 	call := actorcheck.OrderCall("lookup_order", "O-1001")
 	want := actorcheck.Want{Audience: "orders", Scope: "lookup", Call: call}
 	tok := "Bearer " + iss.Mint(t, "rep-ana", "orders", "lookup", 0, call)
-	v := newVerifier(t, iss, actorcheck.Options{MaxAge: 20 * time.Millisecond})
+	v := newVerifier(t, iss, actorcheck.Options{MaxAge: 20 * time.Millisecond, AllowReplay: true}) // one token, many checks
 	if _, err := v.Check(context.Background(), tok, want); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +315,9 @@ func FuzzVerify(f *testing.F) {
 	f.Add("Bearer e30.e30.")
 	f.Add("bearer a.b.c")
 	f.Add("")
-	v, err := actorcheck.New(actorcheck.Options{Keys: iss.PublicSet(f), Clock: func() time.Time { return t0 }})
+	// AllowReplay: the issuer's token, spelled differently, must verify
+	// with the same claims every time, not be refused as a replay.
+	v, err := actorcheck.New(actorcheck.Options{Keys: iss.PublicSet(f), Clock: func() time.Time { return t0 }, AllowReplay: true})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -321,4 +344,62 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("Verify answered %d", r.Status)
 		}
 	})
+}
+
+// TestTokenIsSingleUse: a token is accepted once; the same token again,
+// even for the same request, is token_replayed, unless the control is
+// removed.
+func TestTokenIsSingleUse(t *testing.T) {
+	iss := newIssuer(t)
+	call := actorcheck.OrderCall("reship_order", "O-1001")
+	want := actorcheck.Want{Audience: "orders", Scope: "reship", Call: call}
+	for _, tc := range []struct {
+		name        string
+		allowReplay bool
+		second      string // the refusal code of the second use; "" accepted
+	}{
+		{"a second use is refused", false, actorcheck.CodeTokenReplayed},
+		{"with the check removed a second use is accepted", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newVerifier(t, iss, actorcheck.Options{AllowReplay: tc.allowReplay})
+			tok := "Bearer " + iss.Mint(t, "rep-ana", "orders", "reship", 0, call)
+			if _, err := v.Check(context.Background(), tok, want); err != nil {
+				t.Fatalf("first use: %v", err)
+			}
+			_, err := v.Check(context.Background(), tok, want)
+			var r *actorcheck.Refusal
+			switch {
+			case tc.second == "" && err != nil:
+				t.Fatalf("second use: %v, want accepted", err)
+			case tc.second != "" && (!errors.As(err, &r) || r.Code != tc.second || r.Status != 401):
+				t.Fatalf("second use: %v, want 401 %s", err, tc.second)
+			}
+			if _, err := v.Check(context.Background(), "Bearer "+iss.Mint(t, "rep-ana", "orders", "reship", 0, call), want); err != nil {
+				t.Fatalf("a freshly minted token for the same call: %v", err)
+			}
+		})
+	}
+}
+
+// Twenty concurrent uses of one token: exactly one is accepted.
+func TestConcurrentUsesOfOneToken(t *testing.T) {
+	iss := newIssuer(t)
+	call := actorcheck.OrderCall("reship_order", "O-1001")
+	want := actorcheck.Want{Audience: "orders", Scope: "reship", Call: call}
+	v := newVerifier(t, iss, actorcheck.Options{Keys: iss.PublicSet(t)})
+	tok := "Bearer " + iss.Mint(t, "rep-ana", "orders", "reship", 0, call)
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := v.Check(context.Background(), tok, want); err == nil {
+				accepted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d of 20 concurrent uses accepted, want 1", n)
+	}
 }

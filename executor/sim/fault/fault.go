@@ -7,8 +7,10 @@
 // Faults are counters, never on by default. Each write that a fault affects
 // consumes one unit of that fault's counter: lose_write and wrong_amount
 // affect new writes only, lose_response also a replayed answer to a
-// repeated idempotency key (it is the answer that gets lost). The delay
-// applies to every request while it is set. They are set from Go ([Injector.Set]), over HTTP
+// repeated idempotency key (it is the answer that gets lost). The delays
+// apply while they are set: delay_ms to every request, delay_writes_ms to
+// writes only (POST, PUT, PATCH, DELETE), so that a caller can read the
+// order, then send a write that gets no answer in time. They are set from Go ([Injector.Set]), over HTTP
 // (PUT /_sim/faults with the JSON of [Faults]; GET returns the current
 // counters) or by flags of the sim command.
 package fault
@@ -33,6 +35,9 @@ type Faults struct {
 	// DelayMS: wait this many milliseconds before answering every request
 	// (except the /_sim/ admin endpoints). Not a counter.
 	DelayMS int `json:"delay_ms"`
+	// DelayWritesMS: wait this many milliseconds more before answering
+	// every write request (not the /_sim/ admin endpoints). Not a counter.
+	DelayWritesMS int `json:"delay_writes_ms"`
 	// LoseWrite: answer 201 as if committed but keep nothing (the storage
 	// acknowledged and then lost the write).
 	LoseWrite int `json:"lose_write"`
@@ -64,7 +69,7 @@ var ErrInvalid = errors.New("fault: invalid counters")
 
 // Set replaces the counters.
 func (i *Injector) Set(f Faults) error {
-	if f.LoseResponse < 0 || f.DelayMS < 0 || f.LoseWrite < 0 || f.WrongAmount < 0 {
+	if f.LoseResponse < 0 || f.DelayMS < 0 || f.DelayWritesMS < 0 || f.LoseWrite < 0 || f.WrongAmount < 0 {
 		return fmt.Errorf("%w: counters cannot be negative: %+v", ErrInvalid, f)
 	}
 	if i.NoWrongAmount && f.WrongAmount != 0 {
@@ -83,9 +88,15 @@ func (i *Injector) Get() Faults {
 	return i.f
 }
 
-// Delay waits out the delay fault, or until ctx ends.
-func (i *Injector) Delay(ctx context.Context) error {
-	d := time.Duration(i.Get().DelayMS) * time.Millisecond
+// Delay waits out the delay faults that apply to a request (write says
+// whether it is a write), or until ctx ends.
+func (i *Injector) Delay(ctx context.Context, write bool) error {
+	f := i.Get()
+	ms := f.DelayMS
+	if write {
+		ms += f.DelayWritesMS
+	}
+	d := time.Duration(ms) * time.Millisecond
 	if d <= 0 {
 		return nil
 	}
@@ -184,6 +195,7 @@ func Decode(body []byte) (Faults, error) {
 	}{
 		{"lose_response", &f.LoseResponse},
 		{"delay_ms", &f.DelayMS},
+		{"delay_writes_ms", &f.DelayWritesMS},
 		{"lose_write", &f.LoseWrite},
 		{"wrong_amount", &f.WrongAmount},
 	} {

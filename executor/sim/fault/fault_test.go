@@ -38,7 +38,7 @@ func TestCountersAreConsumedPerWrite(t *testing.T) {
 
 func TestSetValidates(t *testing.T) {
 	i := fault.Injector{NoWrongAmount: true}
-	for _, f := range []fault.Faults{{LoseResponse: -1}, {DelayMS: -1}, {WrongAmount: 1}} {
+	for _, f := range []fault.Faults{{LoseResponse: -1}, {DelayMS: -1}, {DelayWritesMS: -1}, {WrongAmount: 1}} {
 		if err := i.Set(f); !errors.Is(err, fault.ErrInvalid) {
 			t.Errorf("Set(%+v) = %v", f, err)
 		}
@@ -46,8 +46,8 @@ func TestSetValidates(t *testing.T) {
 }
 
 func TestDecode(t *testing.T) {
-	f, err := fault.Decode([]byte(`{"lose_response":1,"delay_ms":250}`))
-	if err != nil || f != (fault.Faults{LoseResponse: 1, DelayMS: 250}) {
+	f, err := fault.Decode([]byte(`{"lose_response":1,"delay_ms":250,"delay_writes_ms":900}`))
+	if err != nil || f != (fault.Faults{LoseResponse: 1, DelayMS: 250, DelayWritesMS: 900}) {
 		t.Fatalf("%+v %v", f, err)
 	}
 	for _, body := range []string{`{"lose_response":"1"}`, `{"delay":1}`, `{"lose_write":1}x`, `[]`} {
@@ -64,7 +64,23 @@ func TestDelayEndsWithContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := i.Delay(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := i.Delay(ctx, false); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Delay = %v", err)
+	}
+}
+
+// delay_writes_ms holds writes only: a read is answered at once.
+func TestDelayWritesOnly(t *testing.T) {
+	var i fault.Injector
+	if err := i.Set(fault.Faults{DelayWritesMS: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.Delay(context.Background(), false); err != nil {
+		t.Fatalf("a read was delayed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := i.Delay(ctx, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write: Delay = %v, want held until the deadline", err)
 	}
 }

@@ -34,7 +34,8 @@ func BenchmarkRefund(b *testing.B) {
 			body := []byte(refund30)
 			tokens := make([]string, b.N)
 			for i := range tokens {
-				tokens[i] = "Bearer " + e.iss.Mint(b, "rep-ana", "ledger", "refund", 50000, actorcheck.RefundCall("O-1001", 3000))
+				tokens[i] = "Bearer " + e.iss.MintWith(b, "rep-ana", "ledger", "refund", 50000, actorcheck.RefundCall("O-1001", 3000),
+					map[string]any{"key": fmt.Sprintf("bench-%d", i)})
 			}
 			client := &http.Client{Timeout: 10 * time.Second}
 			b.ReportAllocs()

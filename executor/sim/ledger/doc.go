@@ -11,12 +11,15 @@
 //
 // # Endpoints
 //
-//	POST /refunds            {"order","amount"} + Idempotency-Key, actor token
-//	                         aud ledger, scope refund, call issue_refund
+//	POST /refunds            {"order","amount"} + Idempotency-Key (required:
+//	                         400 idempotency_key_missing), actor token aud
+//	                         ledger, scope refund, call issue_refund, key the
+//	                         request's Idempotency-Key
 //	GET  /refunds?key=K      the entry recorded under key K (404 not_found)
 //	GET  /entries            {"entries":[...]} in id order
 //	POST /reversals          {"entry":"L3"} (+ Idempotency-Key), actor token
-//	                         aud ledger, scope reverse, call reverse_refund
+//	                         aud ledger, scope reverse, call reverse_refund,
+//	                         key the request's Idempotency-Key (none if none)
 //	POST /_sim/external-entries  {"order","amount","by"}: a finance clerk's
 //	                         entry, made outside the sidecar (no token)
 //	GET|PUT /_sim/faults     the fault counters (package fault)
@@ -34,8 +37,18 @@
 // key with other parameters is 409 idempotency_key_reused. The key lookup
 // and the insert happen in one bbolt write transaction, so concurrent
 // requests with one key make one entry. Keys never expire here (real
-// services expire them; see the seed's "what remains unsolved"). Without a
-// key every request makes an entry.
+// services expire them; see the seed's "what remains unsolved"). A refund
+// must carry a key; a reversal without one makes an entry each time (it can
+// be made once per refund anyway).
+//
+// # Tokens
+//
+// Every actor token is accepted once (401 token_replayed; the jtis are kept
+// in ledger.db until the tokens expire, so a restart does not forget them).
+// A retry therefore carries a fresh token; with the same key it still gets
+// the recorded entry back. A token carries the key it was minted for (claim
+// key): used with another key, or none, it is 403 key_mismatch, so a
+// captured refund token cannot make a second entry under a key of its own.
 //
 // # Entries
 //

@@ -62,9 +62,14 @@ func (e *env) serve(o ledger.Options) {
 	e.srv, e.url = srv, "http://"+l.Addr().String()
 }
 
-// refundToken mints a valid token for issue_refund on order and amount.
-func (e *env) refundToken(order string, amount int64) string {
-	return e.iss.Mint(e.t, "rep-ana", "ledger", "refund", 50000, actorcheck.RefundCall(order, amount))
+// refundToken mints a valid token for issue_refund on order and amount
+// under an idempotency key (none when empty).
+func (e *env) refundToken(key, order string, amount int64) string {
+	var more map[string]any
+	if key != "" {
+		more = map[string]any{"key": key}
+	}
+	return e.iss.MintWith(e.t, "rep-ana", "ledger", "refund", 50000, actorcheck.RefundCall(order, amount), more)
 }
 
 type response struct {

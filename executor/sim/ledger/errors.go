@@ -5,6 +5,8 @@ import "errors"
 // Error codes of the ledger's answers beyond those of actorcheck and
 // simhttp.
 const (
+	// CodeKeyMissing: 400, a refund without an Idempotency-Key.
+	CodeKeyMissing = "idempotency_key_missing"
 	// CodeKeyReused: 409, the Idempotency-Key was used with other
 	// parameters.
 	CodeKeyReused = "idempotency_key_reused"

@@ -18,7 +18,7 @@ func TestFaultLoseResponse(t *testing.T) {
 	if err := e.srv.SetFaults(ledger.Faults{LoseResponse: 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.do("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30)
+	_, err := e.do("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if err == nil || !(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "EOF")) {
 		t.Fatalf("err = %v, want the connection closed without an answer (EOF)", err)
 	}
@@ -29,7 +29,7 @@ func TestFaultLoseResponse(t *testing.T) {
 		t.Fatalf("counter not consumed: %+v", f)
 	}
 	// The retry with the same key learns what happened.
-	r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30)
+	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if r.status != 200 || r.entry(t).ID != "L1" {
 		t.Fatalf("retry: %d %s", r.status, r.body)
 	}
@@ -37,7 +37,7 @@ func TestFaultLoseResponse(t *testing.T) {
 
 func TestFaultsAffectOnlyWrites(t *testing.T) {
 	e := start(t)
-	if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30); r.status != 201 {
+	if r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30); r.status != 201 {
 		t.Fatal(r.status, string(r.body))
 	}
 	if err := e.srv.SetFaults(ledger.Faults{LoseResponse: 1, LoseWrite: 1, WrongAmount: 1}); err != nil {
@@ -52,7 +52,7 @@ func TestFaultsAffectOnlyWrites(t *testing.T) {
 	}
 	// A replay loses its answer, but is not a new write: lose_write and
 	// wrong_amount stay pending.
-	if _, err := e.do("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30); err == nil {
+	if _, err := e.do("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30); err == nil {
 		t.Fatal("the replay's answer was not lost")
 	}
 	if f := e.srv.Faults(); f != (ledger.Faults{LoseWrite: 1, WrongAmount: 1}) {
@@ -68,7 +68,7 @@ func TestFaultLoseWrite(t *testing.T) {
 	if err := e.srv.SetFaults(ledger.Faults{LoseWrite: 1}); err != nil {
 		t.Fatal(err)
 	}
-	r := e.must("POST", "/refunds", e.refundToken("O-1003", 1000), "WP/1", `{"order":"O-1003","amount":1000}`)
+	r := e.must("POST", "/refunds", e.refundToken("WP/1", "O-1003", 1000), "WP/1", `{"order":"O-1003","amount":1000}`)
 	if r.status != 201 || r.entry(t).ID != "L1" {
 		t.Fatalf("lost write must still be acknowledged: %d %s", r.status, r.body)
 	}
@@ -79,7 +79,7 @@ func TestFaultLoseWrite(t *testing.T) {
 		t.Fatalf("the key of a lost write was kept: %d %s", r.status, r.body)
 	}
 	// The next entry does not reuse the lost one's id.
-	r = e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", refund30)
+	r = e.must("POST", "/refunds", e.refundToken("K2", "O-1001", 3000), "K2", refund30)
 	if r.status != 201 || r.entry(t).ID != "L2" {
 		t.Fatalf("next: %d %s", r.status, r.body)
 	}
@@ -91,7 +91,7 @@ func TestFaultWrongAmount(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"order":"O-1001","amount":2000}`
-	r := e.must("POST", "/refunds", e.refundToken("O-1001", 2000), "W0/2", body)
+	r := e.must("POST", "/refunds", e.refundToken("W0/2", "O-1001", 2000), "W0/2", body)
 	if r.status != 201 || r.entry(t).Amount != 200 {
 		t.Fatalf("wrong_amount: %d %s, want amount 200", r.status, r.body)
 	}
@@ -99,7 +99,7 @@ func TestFaultWrongAmount(t *testing.T) {
 		t.Fatalf("entries %+v", got)
 	}
 	// The key binds the requested parameters, so a retry replays.
-	if r := e.must("POST", "/refunds", e.refundToken("O-1001", 2000), "W0/2", body); r.status != 200 {
+	if r := e.must("POST", "/refunds", e.refundToken("W0/2", "O-1001", 2000), "W0/2", body); r.status != 200 {
 		t.Fatalf("retry: %d %s", r.status, r.body)
 	}
 	// Reversals carry the reversed entry's amount and take no wrong_amount.
@@ -111,7 +111,7 @@ func TestFaultWrongAmount(t *testing.T) {
 	if r.status != 201 || r.entry(t).Amount != 200 || e.srv.Faults().WrongAmount != 1 {
 		t.Fatalf("reversal under wrong_amount: %d %s, faults %+v", r.status, r.body, e.srv.Faults())
 	}
-	r = e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", refund30)
+	r = e.must("POST", "/refunds", e.refundToken("W0/3", "O-1001", 3000), "W0/3", refund30)
 	if r.status != 201 || r.entry(t).Amount != 300 {
 		t.Fatalf("second wrong_amount: %d %s", r.status, r.body)
 	}
@@ -124,7 +124,7 @@ func TestFaultDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", refund30)
+	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if took := time.Since(begin); r.status != 201 || took < d {
 		t.Fatalf("%d after %v, want 201 after at least %v", r.status, took, d)
 	}
@@ -141,7 +141,8 @@ func TestFaultDelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/refunds", strings.NewReader(refund30))
-	req.Header.Set("Authorization", "Bearer "+e.refundToken("O-1001", 3000))
+	req.Header.Set("Authorization", "Bearer "+e.refundToken("K2", "O-1001", 3000))
+	req.Header.Set("Idempotency-Key", "K2")
 	if _, err := e.client.Do(req); err == nil {
 		t.Fatal("the delayed request answered before the client's deadline")
 	}

@@ -51,8 +51,9 @@ func (q refundRequest) fingerprint() string {
 }
 
 // decodeRefund reads a refund request strictly: the body must be exactly
-// {"order": "O-<digits>", "amount": <positive integer cents>} and at most
-// one Idempotency-Key header may be present.
+// {"order": "O-<digits>", "amount": <positive integer cents>} and exactly
+// one Idempotency-Key header must be present. Without a key a captured
+// request could be posted again as a new refund; with one, it replays.
 func decodeRefund(body []byte, keys []string) (refundRequest, error) {
 	var q refundRequest
 	key, err := idempotencyKey(keys)
@@ -69,8 +70,14 @@ func decodeRefund(body []byte, keys []string) (refundRequest, error) {
 	if q.Amount, err = f.Cents("amount"); err != nil {
 		return q, err
 	}
+	if err := f.Done(); err != nil {
+		return q, err
+	}
+	if key == "" {
+		return q, simhttp.Errorf(http.StatusBadRequest, CodeKeyMissing, "send the refund's Idempotency-Key header, the key its actor token was minted for")
+	}
 	q.Key = key
-	return q, f.Done()
+	return q, nil
 }
 
 // idempotencyKey accepts no key or one key of 1 to 255 printable ASCII
@@ -108,7 +115,7 @@ func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Amount: q.Amount}); err != nil {
+	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Key: q.Key, Amount: q.Amount}); err != nil {
 		return err
 	}
 	out, err := s.commit(write{
@@ -159,7 +166,7 @@ func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReverse, Call: actorcheck.ReversalCall(q.Entry)}); err != nil {
+	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReverse, Call: actorcheck.ReversalCall(q.Entry), Key: q.Key}); err != nil {
 		return err
 	}
 	// The order and amount are the reversed entry's; commit fills them in

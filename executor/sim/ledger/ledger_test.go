@@ -24,6 +24,7 @@ func TestRefundRefusals(t *testing.T) {
 	call30 := actorcheck.RefundCall("O-1001", 3000)
 	claims := func(edit func(map[string]any)) map[string]any {
 		c := iss.Claims("rep-ana", "ledger", "refund", 50000, call30)
+		c["key"] = "k-refusal"
 		if edit != nil {
 			edit(c)
 		}
@@ -53,10 +54,16 @@ func TestRefundRefusals(t *testing.T) {
 		{"foreign key with the current kid", actorchecktest.SignWith(t, actorchecktest.NewKey(t, "epoch-1"), claims(nil)), refund30, 401, actorcheck.CodeBadSignature},
 		{"missing exp", iss.Sign(t, claims(func(c map[string]any) { delete(c, "exp") })), refund30, 401, actorcheck.CodeExpMissing},
 		{"a person's token", person, refund30, 401, actorcheck.CodeNotActorToken},
+		{"a lifetime of an hour", iss.Sign(t, claims(func(c map[string]any) { c["exp"] = t0.Add(time.Hour).Unix() })), refund30, 401, actorcheck.CodeTokenLifetime},
+		{"issued in the future", iss.Sign(t, claims(func(c map[string]any) {
+			c["iat"], c["exp"] = t0.Add(time.Hour).Unix(), t0.Add(time.Hour+time.Minute).Unix()
+		})), refund30, 401, actorcheck.CodeTokenLifetime},
+		{"token minted for another key", iss.Sign(t, claims(func(c map[string]any) { c["key"] = "k-A" })), refund30, 403, actorcheck.CodeKeyMismatch},
+		{"token minted without a key", iss.Sign(t, claims(func(c map[string]any) { delete(c, "key") })), refund30, 403, actorcheck.CodeKeyMismatch},
 	}
-	for i, tc := range cases {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.must("POST", "/refunds", tc.token, fmt.Sprintf("k-%d", i), tc.body)
+			r := e.must("POST", "/refunds", tc.token, "k-refusal", tc.body)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("got %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
 			}
@@ -69,7 +76,7 @@ func TestRefundRefusals(t *testing.T) {
 		t.Fatalf("refused requests made %d entries", n)
 	}
 	// The same request with a valid token goes through.
-	if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "k-ok", refund30); r.status != 201 {
+	if r := e.must("POST", "/refunds", e.refundToken("k-ok", "O-1001", 3000), "k-ok", refund30); r.status != 201 {
 		t.Fatalf("valid token: %d %s", r.status, r.body)
 	}
 }
@@ -78,23 +85,23 @@ func TestRefundRefusals(t *testing.T) {
 // a token signed under epoch-1 is refused as revoked.
 func TestEarlierEpochRefused(t *testing.T) {
 	e := start(t)
-	old := e.refundToken("O-1001", 3000)
-	if r := e.must("POST", "/refunds", old, "", refund30); r.status != 201 {
+	if r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30); r.status != 201 {
 		t.Fatalf("before rotation: %d %s", r.status, r.body)
 	}
+	old := e.refundToken("K2", "O-1001", 3000)
 	e.iss.Rotate(t)
-	r := e.must("POST", "/refunds", old, "", refund30)
+	r := e.must("POST", "/refunds", old, "K2", refund30)
 	if r.status != 401 || r.code(t) != actorcheck.CodeEpochRevoked {
 		t.Fatalf("after rotation: %d %s, want 401 epoch_revoked", r.status, r.body)
 	}
-	if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", refund30); r.status != 201 {
+	if r := e.must("POST", "/refunds", e.refundToken("K2", "O-1001", 3000), "K2", refund30); r.status != 201 {
 		t.Fatalf("token of the new epoch: %d %s", r.status, r.body)
 	}
 }
 
 func TestRefundRecordsWhoAndReplays(t *testing.T) {
 	e := start(t)
-	r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "W1/1", refund30)
+	r := e.must("POST", "/refunds", e.refundToken("W1/1", "O-1001", 3000), "W1/1", refund30)
 	if r.status != 201 {
 		t.Fatalf("first: %d %s", r.status, r.body)
 	}
@@ -105,19 +112,23 @@ func TestRefundRecordsWhoAndReplays(t *testing.T) {
 		t.Fatalf("entry = %+v, want %+v", first, want)
 	}
 	// Same key, same parameters, a fresh token: the recorded entry again.
-	r = e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "W1/1", refund30)
+	r = e.must("POST", "/refunds", e.refundToken("W1/1", "O-1001", 3000), "W1/1", refund30)
 	if r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" || r.entry(t) != first {
 		t.Fatalf("replay: %d %v %s", r.status, r.header, r.body)
 	}
 	// Same key, other parameters: a conflict, nothing recorded.
-	r = e.must("POST", "/refunds", e.refundToken("O-1001", 4000), "W1/1", `{"order":"O-1001","amount":4000}`)
+	r = e.must("POST", "/refunds", e.refundToken("W1/1", "O-1001", 4000), "W1/1", `{"order":"O-1001","amount":4000}`)
 	if r.status != 409 || r.code(t) != ledger.CodeKeyReused {
 		t.Fatalf("reuse: %d %s", r.status, r.body)
 	}
-	// Without a key every request is a new entry.
-	for range 2 {
-		if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", refund30); r.status != 201 {
-			t.Fatalf("no key: %d %s", r.status, r.body)
+	// Without a key nothing is recorded: a refund needs its key.
+	if r := e.must("POST", "/refunds", e.refundToken("", "O-1001", 3000), "", refund30); r.status != 400 || r.code(t) != ledger.CodeKeyMissing {
+		t.Fatalf("no key: %d %s, want 400 %s", r.status, r.body, ledger.CodeKeyMissing)
+	}
+	// Other keys are other entries.
+	for _, key := range []string{"W2/1", "W3/1"} {
+		if r := e.must("POST", "/refunds", e.refundToken(key, "O-1001", 3000), key, refund30); r.status != 201 {
+			t.Fatalf("key %s: %d %s", key, r.status, r.body)
 		}
 	}
 	if n := len(e.entries()); n != 3 {
@@ -152,7 +163,7 @@ func TestConcurrentSameKey(t *testing.T) {
 	const n = 16
 	tokens := make([]string, n)
 	for i := range tokens {
-		tokens[i] = e.refundToken("O-1001", 3000)
+		tokens[i] = e.refundToken("same-key", "O-1001", 3000)
 	}
 	var (
 		wg      sync.WaitGroup
@@ -190,15 +201,19 @@ func TestConcurrentSameKey(t *testing.T) {
 
 func TestReversals(t *testing.T) {
 	e := start(t)
-	for _, body := range []string{refund30, refund30} {
-		if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "", body); r.status != 201 {
+	for _, key := range []string{"K1", "K2"} {
+		if r := e.must("POST", "/refunds", e.refundToken(key, "O-1001", 3000), key, refund30); r.status != 201 {
 			t.Fatal(r.status, string(r.body))
 		}
 	}
-	reverseToken := func(entry string) string {
-		return e.iss.Mint(t, "lead-dee", "ledger", "reverse", 50000, actorcheck.ReversalCall(entry))
+	reverseToken := func(entry string, key ...string) string {
+		more := map[string]any{}
+		if len(key) > 0 {
+			more["key"] = key[0]
+		}
+		return e.iss.MintWith(t, "lead-dee", "ledger", "reverse", 50000, actorcheck.ReversalCall(entry), more)
 	}
-	r := e.must("POST", "/reversals", reverseToken("L1"), "rev-L1", `{"entry":"L1"}`)
+	r := e.must("POST", "/reversals", reverseToken("L1", "rev-L1"), "rev-L1", `{"entry":"L1"}`)
 	if r.status != 201 {
 		t.Fatalf("reverse: %d %s", r.status, r.body)
 	}
@@ -211,7 +226,9 @@ func TestReversals(t *testing.T) {
 		status                 int
 		code                   string
 	}{
-		{"replay with the same key", reverseToken("L1"), "rev-L1", `{"entry":"L1"}`, 200, ""},
+		{"replay with the same key", reverseToken("L1", "rev-L1"), "rev-L1", `{"entry":"L1"}`, 200, ""},
+		{"token for another key", reverseToken("L2", "rev-L1"), "rev-L2", `{"entry":"L2"}`, 403, actorcheck.CodeKeyMismatch},
+		{"keyed token used without the key", reverseToken("L2", "rev-L2"), "", `{"entry":"L2"}`, 403, actorcheck.CodeKeyMismatch},
 		{"second reversal", reverseToken("L1"), "", `{"entry":"L1"}`, 409, ledger.CodeAlreadyReversed},
 		{"reversing a reversal", reverseToken("L3"), "", `{"entry":"L3"}`, 409, ledger.CodeNotReversible},
 		{"unknown entry", reverseToken("L9"), "", `{"entry":"L9"}`, 404, "not_found"},
@@ -263,7 +280,6 @@ func TestExternalEntries(t *testing.T) {
 
 func TestStrictDecoding(t *testing.T) {
 	e := start(t)
-	tok := e.refundToken("O-1001", 3000)
 	cases := []struct {
 		name, key, body string
 		status          int
@@ -286,10 +302,11 @@ func TestStrictDecoding(t *testing.T) {
 		{"key with a control character", "a\tb", refund30, 400, "invalid_idempotency_key"},
 		{"key too long", strings.Repeat("k", 256), refund30, 400, "invalid_idempotency_key"},
 		{"body over the limit", "", `{"order":"O-1001","amount":3000,"pad":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body_too_large"},
+		{"no key", "", refund30, 400, ledger.CodeKeyMissing},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.must("POST", "/refunds", tok, tc.key, tc.body)
+			r := e.must("POST", "/refunds", e.refundToken(tc.key, "O-1001", 3000), tc.key, tc.body)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("got %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
 			}
@@ -323,18 +340,18 @@ func TestRoutes(t *testing.T) {
 
 func TestStatePersistsAcrossReopen(t *testing.T) {
 	e := start(t)
-	if r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30); r.status != 201 {
+	if r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30); r.status != 201 {
 		t.Fatal(r.status, string(r.body))
 	}
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: func() time.Time { return t0.Add(time.Second) }})
-	r := e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "K1", refund30)
+	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if r.status != 200 || r.entry(t).ID != "L1" {
 		t.Fatalf("replay after reopen: %d %s", r.status, r.body)
 	}
-	r = e.must("POST", "/refunds", e.refundToken("O-1001", 3000), "K2", refund30)
+	r = e.must("POST", "/refunds", e.refundToken("K2", "O-1001", 3000), "K2", refund30)
 	if r.status != 201 || r.entry(t).ID != "L2" {
 		t.Fatalf("new entry after reopen: %d %s", r.status, r.body)
 	}
@@ -349,5 +366,56 @@ func TestOpenValidates(t *testing.T) {
 			_ = srv.Close()
 			t.Errorf("%s: Open accepted %+v", name, o)
 		}
+	}
+}
+
+// TestCapturedTokenReplayed: a token captured in flight and posted again,
+// under a new key, with no key or with its own key, is refused as a
+// replay and makes no entry; so it is after the ledger restarts over the
+// same file. With the check removed, the key binding still keeps it to
+// the one entry.
+func TestCapturedTokenReplayed(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		allowReplay  bool
+		restart      bool
+		key          string
+		status       int
+		code         string
+		entriesAfter int
+	}{
+		{"under a new key", false, false, "K-new", 401, actorcheck.CodeTokenReplayed, 1},
+		{"with no key", false, false, "", 401, actorcheck.CodeTokenReplayed, 1},
+		{"under its own key", false, false, "K1", 401, actorcheck.CodeTokenReplayed, 1},
+		{"after a restart, under a new key", false, true, "K-new", 401, actorcheck.CodeTokenReplayed, 1},
+		{"after a restart, under its own key", false, true, "K1", 401, actorcheck.CodeTokenReplayed, 1},
+		{"check removed: under a new key the key binding refuses", true, false, "K-new", 403, actorcheck.CodeKeyMismatch, 1},
+		{"check removed: under its own key the ledger replays", true, false, "K1", 200, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, func(o *ledger.Options) { o.AllowTokenReplay = tc.allowReplay })
+			captured := e.refundToken("K1", "O-1001", 3000)
+			if r := e.must("POST", "/refunds", captured, "K1", refund30); r.status != 201 {
+				t.Fatalf("first use: %d %s", r.status, r.body)
+			}
+			if tc.restart {
+				if err := e.srv.Close(); err != nil {
+					t.Fatal(err)
+				}
+				e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: func() time.Time { return t0.Add(time.Second) }})
+			}
+			r := e.must("POST", "/refunds", captured, tc.key, refund30)
+			if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {
+				t.Fatalf("replay: %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
+			}
+			if n := len(e.entries()); n != tc.entriesAfter {
+				t.Fatalf("%d entries, want %d", n, tc.entriesAfter)
+			}
+			// A retry that mints a fresh token for the same key still gets
+			// the recorded entry back.
+			if r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30); r.status != 200 || r.entry(t).ID != "L1" {
+				t.Fatalf("retry with a fresh token: %d %s", r.status, r.body)
+			}
+		})
 	}
 }

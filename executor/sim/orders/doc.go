@@ -7,17 +7,28 @@
 // actorcheck) against the sidecar's JWKS and imports nothing of the sidecar
 // or the engine. Unlike the ledger it has no idempotency keys: every
 // accepted reship request creates a shipment. That is why countersign calls
-// it at most once and resolves a lost answer by counting shipments against
-// the baseline it wrote ahead.
+// it at most once. Each reship carries a reference (countersign derives it
+// from the step), bound in the actor token (claim ref) and stored with the
+// shipment, so that a caller whose answer was lost can find its own
+// shipment by reference instead of guessing from a count that other
+// callers' shipments change too.
+//
+// Every actor token is accepted once (401 token_replayed, the jtis kept in
+// orders.db until the tokens expire): a captured reship token posted three
+// times makes one shipment.
 //
 // # Endpoints
 //
 //	GET  /orders/{id}               actor token aud orders, scope lookup,
 //	                                call lookup_order {"order":id}
 //	POST /orders/{id}/shipments     actor token aud orders, scope reship,
-//	                                call reship_order {"order":id}; body empty
-//	                                or {}; 201 {"id":"S1","order","by","agent","at"}
-//	GET  /orders/{id}/shipments     {"shipments":[...]} (a reporting read, no token)
+//	                                call reship_order {"order":id}, ref R;
+//	                                body {"reference":R} (none: 400
+//	                                reference_missing; another than the
+//	                                token's: 403 reference_mismatch); 201
+//	                                {"id":"S1","order","reference","by","agent","at"}
+//	GET  /orders/{id}/shipments     {"shipments":[...]} (a reporting read, no
+//	                                token); ?reference=R only those carrying R
 //	GET  /shipments                 every shipment, in id order (no token)
 //	POST /_sim/orders               add or replace an order (admin, no token)
 //	POST /_sim/external-shipments   {"order","by"}: a shipment made outside

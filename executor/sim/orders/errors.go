@@ -2,6 +2,10 @@ package orders
 
 import "errors"
 
+// CodeReferenceMissing: 400, a reship request without a reference. Error
+// codes of token refusals are actorcheck's; the others are simhttp's.
+const CodeReferenceMissing = "reference_missing"
+
 var (
 	// ErrNotFound: no such order.
 	ErrNotFound = errors.New("orders: no such order")

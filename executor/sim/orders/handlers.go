@@ -47,17 +47,15 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := simhttp.ReadObject(w, r, true) // the order is in the path; the body is empty or {}
+	ref, err := decodeReship(w, r)
 	if err != nil {
 		return err
 	}
-	if err := f.Done(); err != nil {
+	want := actorcheck.Want{Audience: Audience, Scope: ScopeReship, Call: actorcheck.OrderCall(actorcheck.ToolReshipOrder, id), Reference: ref}
+	if err := claims.Authorize(want); err != nil {
 		return err
 	}
-	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReship, Call: actorcheck.OrderCall(actorcheck.ToolReshipOrder, id)}); err != nil {
-		return err
-	}
-	out, err := s.ship(Shipment{Kind: KindReship, Order: id, By: claims.Subject, Agent: claims.Agent}, true)
+	out, err := s.ship(Shipment{Kind: KindReship, Order: id, Reference: ref, By: claims.Subject, Agent: claims.Agent}, true)
 	if err != nil {
 		return notFound(err)
 	}
@@ -69,8 +67,30 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// decodeReship reads the body of a reship, exactly {"reference": R}; the
+// order is in the path. Without a reference the caller could never tell
+// its shipment from another's, so it is refused.
+func decodeReship(w http.ResponseWriter, r *http.Request) (string, error) {
+	f, err := simhttp.ReadObject(w, r, true)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := f["reference"]; !ok {
+		return "", simhttp.Errorf(http.StatusBadRequest, CodeReferenceMissing, `send {"reference": R}, the reference the actor token was minted for`)
+	}
+	ref, err := f.String("reference", reference)
+	if err != nil {
+		return "", err
+	}
+	return ref, f.Done()
+}
+
 func (s *Server) getShipments(w http.ResponseWriter, r *http.Request) error {
-	all, err := s.Shipments(r.PathValue("id"))
+	q := r.URL.Query()
+	if len(q["reference"]) > 1 || (q.Has("reference") && !reference.MatchString(q.Get("reference"))) {
+		return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "ask for at most one reference of 1 to 255 printable characters")
+	}
+	all, err := s.ShipmentsByReference(r.PathValue("id"), q.Get("reference"))
 	if err != nil {
 		return notFound(err)
 	}

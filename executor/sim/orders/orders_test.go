@@ -25,19 +25,20 @@ var seed = []orders.Order{
 }
 
 type env struct {
-	t      testing.TB
-	iss    *actorchecktest.Issuer
-	srv    *orders.Server
-	url    string
-	dir    string
-	client *http.Client
+	t           testing.TB
+	allowReplay bool // the single-use check removed
+	iss         *actorchecktest.Issuer
+	srv         *orders.Server
+	url         string
+	dir         string
+	client      *http.Client
 }
 
-func start(t testing.TB) *env {
+func start(t testing.TB, allowReplay ...bool) *env {
 	t.Helper()
 	iss := actorchecktest.NewIssuer(t)
 	iss.Now = func() time.Time { return t0 }
-	e := &env{t: t, iss: iss, dir: t.TempDir(),
+	e := &env{t: t, iss: iss, dir: t.TempDir(), allowReplay: len(allowReplay) > 0 && allowReplay[0],
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	e.serve(seed)
 	return e
@@ -48,7 +49,8 @@ func (e *env) serve(seedOrders []orders.Order) {
 	srv, err := orders.Open(orders.Options{
 		Options: simserver.Options{
 			DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), NoSync: true,
-			Clock: func() time.Time { return t0.Add(time.Second) },
+			Clock:            func() time.Time { return t0.Add(time.Second) },
+			AllowTokenReplay: e.allowReplay,
 		},
 		Orders: seedOrders,
 	})
@@ -67,6 +69,14 @@ func (e *env) serve(seedOrders []orders.Order) {
 func (e *env) token(scope, tool, order string) string {
 	return e.iss.Mint(e.t, "rep-ana", "orders", scope, 50000, actorcheck.OrderCall(tool, order))
 }
+
+// reshipToken mints a reship token for order bound to reference ref.
+func (e *env) reshipToken(order, ref string) string {
+	return e.iss.MintWith(e.t, "rep-ana", "orders", "reship", 50000, actorcheck.OrderCall("reship_order", order), map[string]any{"ref": ref})
+}
+
+// refBody is the body of a reship under reference ref.
+func refBody(ref string) string { return fmt.Sprintf(`{"reference":%q}`, ref) }
 
 type response struct {
 	status int
@@ -126,6 +136,7 @@ func TestReshipRefusals(t *testing.T) {
 	call := actorcheck.OrderCall("reship_order", "O-1001")
 	claims := func(edit func(map[string]any)) map[string]any {
 		c := iss.Claims("rep-ana", "orders", "reship", 50000, call)
+		c["ref"] = "R1"
 		if edit != nil {
 			edit(c)
 		}
@@ -151,14 +162,20 @@ func TestReshipRefusals(t *testing.T) {
 		{"missing exp", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { delete(c, "exp") })), 401, actorcheck.CodeExpMissing},
 		{"a person's token", "/orders/O-1001/shipments", person, 401, actorcheck.CodeNotActorToken},
 		{"reship token used to look up", "/orders/O-1001", iss.Sign(t, claims(nil)), 403, actorcheck.CodeWrongScope},
+		{"token for another reference", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { c["ref"] = "R2" })), 403, actorcheck.CodeRefMismatch},
+		{"token without a reference", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { delete(c, "ref") })), 403, actorcheck.CodeRefMismatch},
+		{"a lifetime of an hour", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) { c["exp"] = t0.Add(time.Hour).Unix() })), 401, actorcheck.CodeTokenLifetime},
+		{"issued in the future", "/orders/O-1001/shipments", iss.Sign(t, claims(func(c map[string]any) {
+			c["iat"], c["exp"] = t0.Add(time.Hour).Unix(), t0.Add(time.Hour+time.Minute).Unix()
+		})), 401, actorcheck.CodeTokenLifetime},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			method := "POST"
+			method, body := "POST", refBody("R1")
 			if !strings.HasSuffix(tc.path, "/shipments") {
-				method = "GET"
+				method, body = "GET", ""
 			}
-			r := e.must(method, tc.path, tc.token, "")
+			r := e.must(method, tc.path, tc.token, body)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("got %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
 			}
@@ -193,21 +210,21 @@ func TestLookupAndReship(t *testing.T) {
 		t.Fatalf("unknown order: %d %s", r.status, r.body)
 	}
 	// No idempotency: each accepted request is a shipment.
-	for i, body := range []string{"", "{}"} {
-		r := e.must("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), body)
+	for i, ref := range []string{"R1", "R2"} {
+		r := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", ref), refBody(ref))
 		var sh orders.Shipment
 		if err := json.Unmarshal(r.body, &sh); r.status != 201 || err != nil {
 			t.Fatalf("reship %d: %d %s", i, r.status, r.body)
 		}
-		want := orders.Shipment{ID: fmt.Sprintf("S%d", i+1), Kind: orders.KindReship, Order: "O-1001", By: "rep-ana", Agent: actorchecktest.Agent, At: t0.Add(time.Second)}
+		want := orders.Shipment{ID: fmt.Sprintf("S%d", i+1), Kind: orders.KindReship, Order: "O-1001", Reference: ref, By: "rep-ana", Agent: actorchecktest.Agent, At: t0.Add(time.Second)}
 		if sh != want {
 			t.Fatalf("shipment %+v, want %+v", sh, want)
 		}
 	}
-	if r := e.must("POST", "/orders/O-9999/shipments", e.token("reship", "reship_order", "O-9999"), ""); r.status != 404 {
+	if r := e.must("POST", "/orders/O-9999/shipments", e.reshipToken("O-9999", "R3"), refBody("R3")); r.status != 404 {
 		t.Fatalf("reship unknown order: %d %s", r.status, r.body)
 	}
-	if r := e.must("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), `{"approved_by":"lead-dee"}`); r.status != 422 || r.code(t) != "unknown_field" {
+	if r := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "R4"), `{"reference":"R4","approved_by":"lead-dee"}`); r.status != 422 || r.code(t) != "unknown_field" {
 		t.Fatalf("body with a field: %d %s", r.status, r.body)
 	}
 	r = e.must("GET", "/orders/O-1001/shipments", "", "")
@@ -281,7 +298,7 @@ func TestSeededOnlyOnce(t *testing.T) {
 func TestFaults(t *testing.T) {
 	e := start(t)
 	reship := func() (response, error) {
-		return e.do("POST", "/orders/O-1001/shipments", e.token("reship", "reship_order", "O-1001"), "")
+		return e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "R1"), refBody("R1"))
 	}
 	// lose_response: the shipment exists, the client sees EOF.
 	if err := e.srv.SetFaults(orders.Faults{LoseResponse: 1}); err != nil {
@@ -350,5 +367,108 @@ func TestOpenValidates(t *testing.T) {
 			_ = srv.Close()
 		}
 		t.Fatalf("Open with an invalid seed order: %v", err)
+	}
+}
+
+// TestReshipReference: a reship names its reference, bound in its token,
+// stored with the shipment and found again by it.
+func TestReshipReference(t *testing.T) {
+	e := start(t)
+	for _, tc := range []struct {
+		name, token, body string
+		status            int
+		code              string
+	}{
+		{"empty body", e.reshipToken("O-1001", "R1"), "", 400, orders.CodeReferenceMissing},
+		{"empty object", e.reshipToken("O-1001", "R1"), "{}", 400, orders.CodeReferenceMissing},
+		{"body reference differs from the token's", e.reshipToken("O-1001", "R1"), refBody("R2"), 403, actorcheck.CodeRefMismatch},
+		{"reference with a space", e.reshipToken("O-1001", "R 1"), refBody("R 1"), 422, "invalid_field"},
+		{"reference not a string", e.reshipToken("O-1001", "R1"), `{"reference":1}`, 422, "invalid_field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.must("POST", "/orders/O-1001/shipments", tc.token, tc.body)
+			if r.status != tc.status || r.code(t) != tc.code {
+				t.Fatalf("got %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
+			}
+		})
+	}
+	if n := len(e.shipments("O-1001")); n != 0 {
+		t.Fatalf("refused reships made %d shipments", n)
+	}
+	for _, ref := range []string{"cs-a", "cs-b"} {
+		if r := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", ref), refBody(ref)); r.status != 201 {
+			t.Fatalf("reship %s: %d %s", ref, r.status, r.body)
+		}
+	}
+	if _, err := e.srv.AddExternalShipment("O-1001", "warehouse"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query string
+		ids   string
+	}{
+		{"?reference=cs-b", "S2"},
+		{"?reference=cs-a", "S1"},
+		{"?reference=cs-c", ""},
+		{"", "S1 S2 S3"},
+	} {
+		r := e.must("GET", "/orders/O-1001/shipments"+tc.query, "", "")
+		var list struct{ Shipments []orders.Shipment }
+		if err := json.Unmarshal(r.body, &list); r.status != 200 || err != nil {
+			t.Fatalf("%s: %d %s", tc.query, r.status, r.body)
+		}
+		var ids []string
+		for _, sh := range list.Shipments {
+			ids = append(ids, sh.ID)
+		}
+		if got := strings.Join(ids, " "); got != tc.ids {
+			t.Errorf("shipments%s = %q, want %q", tc.query, got, tc.ids)
+		}
+	}
+	for _, q := range []string{"?reference=", "?reference=a&reference=b"} {
+		if r := e.must("GET", "/orders/O-1001/shipments"+q, "", ""); r.status != 422 {
+			t.Errorf("%s: %d %s, want 422", q, r.status, r.body)
+		}
+	}
+}
+
+// TestReshipTokenReplayed: a reship token posted three times makes one
+// shipment, and stays refused after the order system restarts over the
+// same file; with the single-use check removed it makes three.
+func TestReshipTokenReplayed(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		allowReplay bool
+		restart     bool
+		shipments   int
+	}{
+		{"posted three times: one shipment", false, false, 1},
+		{"posted again after a restart: one shipment", false, true, 1},
+		{"check removed: three shipments", true, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, tc.allowReplay)
+			captured := e.reshipToken("O-1001", "cs-w1")
+			for i := range 3 {
+				if i == 1 && tc.restart {
+					if err := e.srv.Close(); err != nil {
+						t.Fatal(err)
+					}
+					e.serve(seed)
+				}
+				r := e.must("POST", "/orders/O-1001/shipments", captured, refBody("cs-w1"))
+				switch {
+				case i == 0 || tc.allowReplay:
+					if r.status != 201 {
+						t.Fatalf("use %d: %d %s, want 201", i+1, r.status, r.body)
+					}
+				case r.status != 401 || r.code(t) != actorcheck.CodeTokenReplayed:
+					t.Fatalf("use %d: %d %s, want 401 token_replayed", i+1, r.status, r.body)
+				}
+			}
+			if n := len(e.shipments("O-1001")); n != tc.shipments {
+				t.Fatalf("%d shipments, want %d", n, tc.shipments)
+			}
+		})
 	}
 }

@@ -13,7 +13,12 @@ import (
 	"github.com/countersign/countersign/executor/sim/fault"
 )
 
-var orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
+var (
+	orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
+	// reference is a reship's reference: printable ASCII without spaces,
+	// as an idempotency key is.
+	reference = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+)
 
 // Order is an order as the order system holds it. Paid is integer cents.
 type Order struct {
@@ -45,14 +50,17 @@ const (
 	KindExternal ShipmentKind = "external" // made outside the sidecar
 )
 
-// Shipment is one shipment of an order, numbered S1, S2 ...
+// Shipment is one shipment of an order, numbered S1, S2 ... A reshipment
+// carries the reference its request named, by which the caller finds it
+// again when the answer was lost.
 type Shipment struct {
-	ID    string       `json:"id"`
-	Kind  ShipmentKind `json:"kind"`
-	Order string       `json:"order"`
-	By    string       `json:"by"`
-	Agent string       `json:"agent,omitempty"`
-	At    time.Time    `json:"at"`
+	ID        string       `json:"id"`
+	Kind      ShipmentKind `json:"kind"`
+	Order     string       `json:"order"`
+	Reference string       `json:"reference,omitempty"`
+	By        string       `json:"by"`
+	Agent     string       `json:"agent,omitempty"`
+	At        time.Time    `json:"at"`
 }
 
 var (
@@ -178,15 +186,23 @@ func (s *Server) AddExternalShipment(order, by string) (Shipment, error) {
 // Shipments returns the shipments of one order in id order (ErrNotFound for
 // an unknown order).
 func (s *Server) Shipments(order string) ([]Shipment, error) {
-	return s.shipments(order)
+	return s.shipments(order, "")
+}
+
+// ShipmentsByReference returns the shipments of one order that carry ref,
+// in id order (ErrNotFound for an unknown order).
+func (s *Server) ShipmentsByReference(order, ref string) ([]Shipment, error) {
+	return s.shipments(order, ref)
 }
 
 // AllShipments returns every shipment in id order.
 func (s *Server) AllShipments() ([]Shipment, error) {
-	return s.shipments("")
+	return s.shipments("", "")
 }
 
-func (s *Server) shipments(order string) ([]Shipment, error) {
+// shipments lists the shipments of order ("" every order) that carry ref
+// ("" whatever they carry).
+func (s *Server) shipments(order, ref string) ([]Shipment, error) {
 	all := []Shipment{}
 	err := s.core.DB.View(func(tx *bolt.Tx) error {
 		if order != "" {
@@ -199,7 +215,7 @@ func (s *Server) shipments(order string) ([]Shipment, error) {
 			if err := json.Unmarshal(v, &sh); err != nil {
 				return err
 			}
-			if order == "" || sh.Order == order {
+			if (order == "" || sh.Order == order) && (ref == "" || sh.Reference == ref) {
 				all = append(all, sh)
 			}
 			return nil

@@ -1,6 +1,7 @@
 // Package simserver is the skeleton every simulated system of record
 // shares: the options they all take, the opening of their bbolt file, the
-// token verifier, the fault counters and their /_sim/faults endpoints, the
+// token verifier with its single-use record of jtis (kept in that file, so
+// a restarted system still refuses a replayed token), the fault counters and their /_sim/faults endpoints, the
 // delay fault, and serving and closing.
 //
 // A system (package ledger, package orders) calls [Open] with its [Spec]

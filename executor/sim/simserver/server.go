@@ -45,6 +45,11 @@ type Options struct {
 	// ShutdownTimeout bounds Close's wait for requests in flight. Zero
 	// means 5 seconds.
 	ShutdownTimeout time.Duration
+	// AllowTokenReplay turns off the single-use check of actor tokens
+	// (actorcheck.Options.AllowReplay): a captured token is then accepted
+	// again until it expires. ONLY for the tests that show the check is
+	// load-bearing; the sim command has no flag for it.
+	AllowTokenReplay bool
 }
 
 // Spec is what one system brings to the skeleton.
@@ -104,7 +109,13 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 			return nil, nil, err
 		}
 	}
-	v, err := actorcheck.New(actorcheck.Options{JWKSURL: o.JWKSURL, Keys: o.Keys, MaxAge: o.JWKSMaxAge, Clock: o.Clock})
+	// The jtis are kept in the system's own file, opened below, before any
+	// request can reach the verifier.
+	used := &replays{}
+	v, err := actorcheck.New(actorcheck.Options{
+		JWKSURL: o.JWKSURL, Keys: o.Keys, MaxAge: o.JWKSMaxAge, Clock: o.Clock,
+		Replays: used, AllowReplay: o.AllowTokenReplay,
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", sp.Name, err)
 	}
@@ -129,7 +140,8 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: open %s (is another process using it?): %w", sp.Name, path, err)
 	}
-	if err := c.DB.Update(sp.Init); err != nil {
+	used.db = c.DB
+	if err := c.DB.Update(func(tx *bolt.Tx) error { return errors.Join(sp.Init(tx), createReplayBuckets(tx)) }); err != nil {
 		_ = c.DB.Close()
 		return nil, nil, fmt.Errorf("%s: %w", sp.Name, err)
 	}
@@ -139,11 +151,12 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	return s, c, nil
 }
 
-// ServeHTTP serves the system's API. The delay fault applies here to every
+// ServeHTTP serves the system's API. The delay faults apply here to every
 // request outside the /_sim/ admin endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/_sim/") {
-		if err := s.core.Faults.Delay(r.Context()); err != nil {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if err := s.core.Faults.Delay(r.Context(), write); err != nil {
 			return // the client left or the server is closing
 		}
 	}

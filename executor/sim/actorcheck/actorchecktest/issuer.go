@@ -177,6 +177,17 @@ func (i *Issuer) Mint(t testing.TB, sub, aud, scope string, max int64, call stri
 	return i.Sign(t, i.Claims(sub, aud, scope, max, call))
 }
 
+// MintWith is Mint with more claims: "key" for a ledger write's
+// Idempotency-Key, "ref" for a reshipment's reference.
+func (i *Issuer) MintWith(t testing.TB, sub, aud, scope string, max int64, call string, more map[string]any) string {
+	t.Helper()
+	c := i.Claims(sub, aud, scope, max, call)
+	for k, v := range more {
+		c[k] = v
+	}
+	return i.Sign(t, c)
+}
+
 // Sign signs claims with the current epoch's key (kid epoch-N).
 func (i *Issuer) Sign(t testing.TB, claims map[string]any) string {
 	t.Helper()
