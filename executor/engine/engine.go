@@ -41,11 +41,24 @@ type Controls struct {
 	// CheckSwitchAtExecution reads the tool's switch at the moment of
 	// effect; removed, it is read only when the step is first proposed.
 	CheckSwitchAtExecution bool
+	// ReshipHistory tells the policy how often the order was already
+	// reshipped, in any workflow (totals.order_reships); removed, the count
+	// is always 0 and every reship looks like the first.
+	ReshipHistory bool
+	// NarrowDelegation runs each step under the narrower of the workflow's
+	// delegation and the presenting token's, and holds steps once the
+	// delegation expired; removed, the delegation copied at creation is
+	// used forever.
+	NarrowDelegation bool
 }
 
 // DefaultControls is the designed system: every control on.
 func DefaultControls() Controls {
-	return Controls{true, true, true, true, true, true, true, true}
+	return Controls{
+		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true, Cumulative: true,
+		StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
+		ReshipHistory: true, NarrowDelegation: true,
+	}
 }
 
 // Clock tells the time; tests and the drill inject a simulated one.
