@@ -46,10 +46,16 @@ func (r *recorder) last() policy.Input {
 	return r.inputs[len(r.inputs)-1]
 }
 
-// record puts a recorder between the harness's engine and its policy.
-func (h *harness) record() *recorder {
+// record rebuilds the harness's engine over the same store and systems,
+// with a recorder in front of its policy and its options changed by edit
+// (a control removed).
+func (h *harness) record(edit ...func(*engine.Options)) *recorder {
 	r := &recorder{Engine: h.pol}
 	c := h.control
-	h.eng = engine.New(engine.Options{Store: h.db, Policy: r, Systems: h.sys, Clock: h.clock, Controls: &c})
+	o := engine.Options{Store: h.db, Policy: r, Systems: h.sys, Clock: h.clock, Controls: &c}
+	for _, f := range edit {
+		f(&o)
+	}
+	h.eng = engine.New(o)
 	return r
 }

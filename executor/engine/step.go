@@ -560,7 +560,7 @@ func (e *Engine) totals(tx *store.Tx, w store.Workflow, s store.Step, lim policy
 	if e.controls.Cumulative {
 		t.OrderRefunded = tx.OrderSpent(s.Args.Order)
 	}
-	if e.controls.ReshipHistory {
+	if e.reshipHistory {
 		t.OrderReships = tx.OrderReships(s.Args.Order)
 	}
 	return t
