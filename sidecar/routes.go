@@ -97,7 +97,7 @@ func (s *Server) role(roles ...string) func(echo.HandlerFunc) echo.HandlerFunc {
 func person(c echo.Context) engine.Person {
 	p, _ := c.Get(principalKey).(authn.Principal)
 	return engine.Person{ID: p.ID, Role: p.Role, Region: p.Region, Scopes: p.Scopes,
-		RefundCeiling: p.RefundCeiling, ApproveLimit: p.ApproveLimit}
+		RefundCeiling: p.RefundCeiling, ApproveLimit: p.ApproveLimit, Expires: p.Expires}
 }
 
 func (s *Server) ready(c echo.Context) error {

@@ -66,6 +66,12 @@ func findTokenIn(path string, v any) string {
 	return ""
 }
 
+// LooksLikeToken reports whether s holds something shaped like a JWT, which
+// Append refuses to record (ErrToken). Code that takes a value from
+// a person and later audits it (an id, a comment) refuses such a value when
+// it arrives, as a bad request, instead of failing at the audit.
+func LooksLikeToken(s string) bool { return looksLikeJWT(s) }
+
 // looksLikeJWT reports whether s contains a JWS or JWE compact
 // serialization: a run of at least three dot-separated base64url segments of
 // which one, followed by at least two more, decodes to a JSON object with an

@@ -17,8 +17,9 @@ import (
 // transaction. It consumes the step's approval when that is approved,
 // unexpired and bound to exactly this call (ok true), and otherwise leaves
 // the step waiting on a pending approval, requesting a new one when the old
-// cannot be used, or denied when a lead rejected it. It returns the
-// approvals it changed.
+// cannot be used (an amended call included, even one whose earlier version
+// a lead rejected), or denied when a lead rejected exactly this call. It
+// returns the approvals it changed.
 func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, order *policy.Order, lim policy.Limits, now time.Time) (ok bool, changed []store.Approval, err error) {
 	if !e.controls.StrictSchema && s.ClaimedApprover != "" {
 		s.Note = "approval taken from the arguments: approved_by " + s.ClaimedApprover
@@ -40,10 +41,14 @@ func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, orde
 		case a.Status == store.ApprovalPending && !expired && bound:
 			s.Status = store.StepWaitingApproval
 			return false, nil, nil
-		case a.Status == store.ApprovalRejected:
+		case a.Status == store.ApprovalRejected && bound:
 			s.Status, s.Finished = store.StepDenied, now
 			s.Note = "approval rejected by " + a.Approver
 			return false, nil, nil
+		case a.Status == store.ApprovalRejected:
+			// The lead rejected another call: the amended one is a new call
+			// and gets its own request. The rejection stays on record.
+			s.Note = "approval " + a.ID + " was rejected for a different call; a new approval was requested"
 		case a.Status == store.ApprovalPending || a.Status == store.ApprovalApproved:
 			if expired {
 				a.Status = store.ApprovalExpired
@@ -117,8 +122,8 @@ func (e *Engine) Reject(ctx context.Context, p Person, id, comment string) (stor
 }
 
 func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment string, to store.ApprovalStatus) (store.Approval, error) {
-	if len(comment) > 1024 {
-		return store.Approval{}, &InvalidError{"comment", "at most 1024 bytes"}
+	if err := checkComment(comment); err != nil {
+		return store.Approval{}, err
 	}
 	var a store.Approval
 	var refused policy.Refusal

@@ -22,6 +22,9 @@ var ErrNotCompensable = errors.New("step cannot be ratified or reversed")
 // any approval (not the requester, a lead, same region, within their
 // limit). The money stays where it is.
 func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comment string) (store.Approval, error) {
+	if err := checkComment(comment); err != nil {
+		return store.Approval{}, err
+	}
 	defer e.lock(wfID)()
 	var a store.Approval
 	err := e.db.Update(func(tx *store.Tx) error {
@@ -65,6 +68,9 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 // step becomes compensated and stops counting as spent. A reversal records
 // an intention; recovering the money is outside the system.
 func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comment string) (store.Step, error) {
+	if err := checkComment(comment); err != nil {
+		return store.Step{}, err
+	}
 	defer e.lock(wfID)()
 	var w store.Workflow
 	var s store.Step

@@ -11,8 +11,8 @@
 //  2. Dedupe: the same call again in one workflow is suppressed and names
 //     the step it duplicates.
 //  3. Rehydrate: the order comes from the order system; the prior refunds on
-//     the order, the rep's rolling day and the agent's hour come from the
-//     store's indexes.
+//     the order, its reships in any workflow, the rep's rolling day and the
+//     agent's hour come from the store's indexes.
 //  4. Decide and reserve, in ONE store transaction: the active bundle
 //     decides; the decision is logged with its rule and revision; an
 //     approval is requested or consumed; and the step is marked started with
@@ -28,6 +28,19 @@
 // refund is dispatched again with the same key (the ledger replays), and a
 // started or unknown reshipment is resolved by comparing the order's
 // shipment count with the baseline taken before the call.
+//
+// # Whose delegation
+//
+// A workflow stores the delegation of the token that created it, with that
+// token's expiry. Each propose, amend and resume by the rep's agent runs
+// under the narrower of the stored delegation and the presenting token
+// (scopes both grant, the lower ceiling, and a region the token must share
+// with the workflow, else R2 denies), for the decision and for the actor
+// token alike. A later token of the rep extends the expiry, never what is
+// granted. Past the expiry, a resume that presents no token (an
+// operator's, the start-up one) holds the steps it would decide, with note
+// delegation_expired; steps already started are finished, since their
+// effect was decided while the delegation stood.
 //
 // # Waiting for a person
 //

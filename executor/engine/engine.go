@@ -133,6 +133,17 @@ type Options struct {
 	Agent string
 	// Controls default to DefaultControls when left zero.
 	Controls *Controls
+	// WithoutReshipHistory removes the control that tells the policy how
+	// often the order was already reshipped, in any workflow
+	// (totals.order_reships): the count is always 0 and every reship looks
+	// like the first. Only tests set it; it joins Controls with the matrix.
+	WithoutReshipHistory bool
+	// WithoutNarrowDelegation removes the control that runs each step under
+	// the narrower of the workflow's delegation and the presenting token's
+	// and holds steps past the delegation's expiry: the delegation copied at
+	// creation is used forever. Only tests set it; it joins Controls with
+	// the matrix.
+	WithoutNarrowDelegation bool
 	// Failpoint, when set, is called at before_dispatch, after_dispatch and
 	// after_record; returning ErrCrashed stops the step there as a crash
 	// would. Production leaves it nil.
@@ -174,6 +185,10 @@ type Engine struct {
 	obs      Observer
 	audit    *audit.Log
 	locks    [64]sync.Mutex
+
+	// reshipHistory and narrowDelegation are controls kept outside
+	// Controls until the matrix shows them (Options.Without...).
+	reshipHistory, narrowDelegation bool
 }
 
 // New returns an engine over opts.
@@ -181,7 +196,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
 		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
-		controls: DefaultControls(),
+		controls: DefaultControls(), reshipHistory: !opts.WithoutReshipHistory, narrowDelegation: !opts.WithoutNarrowDelegation,
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls

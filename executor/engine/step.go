@@ -62,6 +62,9 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 		if err != nil {
 			return err
 		}
+		if w, err = e.refreshDelegation(tx, w, p); err != nil {
+			return err
+		}
 		s = store.Step{
 			Workflow: wfID, N: w.Steps + 1, Tool: name, Args: args, Status: store.StepPending,
 			Call: tool.CallHash(name, args), Key: idempotencyKey(wfID, name, args),
@@ -90,7 +93,7 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil || s.Status != store.StepPending {
 		return s, err
 	}
-	return e.run(ctx, wfID, s.N)
+	return e.run(ctx, wfID, s.N, &p)
 }
 
 // Amend replaces the arguments of a step that has not started. An approval
@@ -99,10 +102,13 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 	defer e.lock(wfID)()
 	var s store.Step
 	err := e.db.Update(func(tx *store.Tx) error {
-		if _, err := e.ownWorkflow(tx, p, wfID); err != nil {
+		w, err := e.ownWorkflow(tx, p, wfID)
+		if err != nil {
 			return err
 		}
-		var err error
+		if _, err := e.refreshDelegation(tx, w, p); err != nil {
+			return err
+		}
 		if s, err = tx.Step(wfID, n); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("step %s/%d: %w", wfID, n, ErrNotFound)
 		} else if err != nil {
@@ -137,19 +143,30 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 	return s, err
 }
 
-// Resume re-drives every step of the workflow that has not ended.
+// Resume re-drives every step of the workflow that has not ended. The
+// rep's agent resumes under the rep's token (narrowing the delegation and
+// refreshing its expiry); an operator's resume presents no delegation, so
+// it runs steps under the stored one and never extends it.
 func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (store.Workflow, []store.Step, error) {
-	err := e.db.View(func(tx *store.Tx) error {
+	err := e.db.Update(func(tx *store.Tx) error {
 		w, err := e.readableWorkflow(tx, p, wfID)
 		if err == nil && p.Role != RoleOperator && w.User != p.ID {
 			err = fmt.Errorf("workflow %q: only its rep's agent or an operator may resume it: %w", wfID, ErrForbidden)
 		}
+		if err != nil {
+			return err
+		}
+		_, err = e.refreshDelegation(tx, w, p)
 		return err
 	})
 	if err != nil {
 		return store.Workflow{}, nil, err
 	}
-	runErr := e.resume(ctx, wfID, true)
+	var by *Person
+	if p.Role == RoleRep {
+		by = &p
+	}
+	runErr := e.resume(ctx, wfID, true, by)
 	w, steps, err := e.Workflow(ctx, Person{Role: RoleOperator}, wfID)
 	if runErr != nil {
 		return w, steps, runErr
@@ -159,7 +176,8 @@ func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (store.Workf
 
 // ResumeAll is run at start: it re-drives the steps a crash may have left
 // between decision and record (pending, started, unknown) in every
-// workflow. Held steps wait for a person to resume them.
+// workflow. Held steps wait for a person to resume them. It presents no
+// token: a pending step whose delegation expired is held, not run.
 func (e *Engine) ResumeAll(ctx context.Context) error {
 	var ids []string
 	err := e.db.View(func(tx *store.Tx) error {
@@ -176,7 +194,7 @@ func (e *Engine) ResumeAll(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range ids {
-		if err := e.resume(ctx, id, false); err != nil {
+		if err := e.resume(ctx, id, false, nil); err != nil {
 			if errors.Is(err, ErrCrashed) {
 				return err
 			}
@@ -186,7 +204,7 @@ func (e *Engine) ResumeAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool) error {
+func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *Person) error {
 	var steps []store.Step
 	if err := e.db.View(func(tx *store.Tx) (err error) { steps, err = tx.Steps(wfID); return err }); err != nil {
 		return err
@@ -202,7 +220,7 @@ func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool) erro
 		default:
 			continue
 		}
-		if _, err := e.runLocked(ctx, wfID, s.N); err != nil {
+		if _, err := e.runLocked(ctx, wfID, s.N, by); err != nil {
 			if errors.Is(err, ErrCrashed) {
 				return err
 			}
@@ -212,14 +230,14 @@ func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool) erro
 	return errors.Join(errs...)
 }
 
-func (e *Engine) runLocked(ctx context.Context, wfID string, n int) (store.Step, error) {
+func (e *Engine) runLocked(ctx context.Context, wfID string, n int, by *Person) (store.Step, error) {
 	defer e.lock(wfID)()
-	return e.run(ctx, wfID, n)
+	return e.run(ctx, wfID, n, by)
 }
 
-// run drives step n as far as it can go now. The caller holds the
-// workflow's lock.
-func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error) {
+// run drives step n as far as it can go now, for by, the rep presenting a
+// token (nil: none). The caller holds the workflow's lock.
+func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store.Step, error) {
 	start := time.Now()
 	var w store.Workflow
 	var s store.Step
@@ -238,6 +256,9 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 		if e.controls.CheckSwitchAtExecution && !e.switchOn(s.Tool) {
 			return s, nil // the effect may have happened: leave it as it is, dispatch nothing
 		}
+		// Finishing an effect already decided, under the stored delegation:
+		// a narrower token must not turn a replay of a paid refund into a
+		// refusal that would hide the payment.
 		return e.recover(ctx, w, s, start)
 	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 	default:
@@ -246,6 +267,12 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 	if s.Status == store.StepWaitingApproval && e.stillWaiting(s) {
 		return s, nil
 	}
+	if e.expired(w.Delegation, e.clock.Now()) {
+		return e.hold(wfID, n, NoteDelegationExpired, start)
+	}
+	// Everything below, the decision and the actor token, uses the
+	// narrowed delegation.
+	w.Delegation = e.narrowed(w.Delegation, by)
 
 	// Rehydrate the authoritative facts outside the write transaction.
 	actor := e.actor(w)
@@ -368,6 +395,28 @@ func (e *Engine) run(ctx context.Context, wfID string, n int) (store.Step, error
 		return s, nil
 	}
 	return e.dispatch(ctx, w, s, start)
+}
+
+// hold parks step n as held with note, unless another run moved it on.
+func (e *Engine) hold(wfID string, n int, note string, start time.Time) (store.Step, error) {
+	var s store.Step
+	err := e.db.Update(func(tx *store.Tx) (err error) {
+		if s, err = tx.Step(wfID, n); err != nil {
+			return err
+		}
+		if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
+			return nil
+		}
+		s.Status, s.Note = store.StepHeld, note
+		if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, map[string]any{"status": string(s.Status), "note": note})); err != nil {
+			return err
+		}
+		return e.putStep(tx, s)
+	})
+	if err == nil {
+		e.finished(s, start)
+	}
+	return s, err
 }
 
 // stillWaiting reports whether a waiting step's approval is still pending
@@ -564,6 +613,9 @@ func (e *Engine) totals(tx *store.Tx, w store.Workflow, s store.Step, lim policy
 	}
 	if e.controls.Cumulative {
 		t.OrderRefunded = tx.OrderSpent(s.Args.Order)
+	}
+	if e.reshipHistory {
+		t.OrderReships = tx.OrderReships(s.Args.Order)
 	}
 	return t
 }

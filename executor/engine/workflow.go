@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"unicode/utf8"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -21,6 +20,11 @@ type Person struct {
 	Scopes        []string
 	RefundCeiling money.Cents
 	ApproveLimit  money.Cents
+	// Expires is the exp of the token the person presented. A workflow's
+	// delegation lasts as long as the token that created or last refreshed
+	// it. Zero means no token (in-process drivers such as the drill): a
+	// workflow it opens never expires.
+	Expires time.Time
 }
 
 // Roles.
@@ -38,8 +42,6 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
 
-var workflowID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // CreateWorkflow opens a workflow for ticket on behalf of rep p. An empty id
 // gets a generated one. Asking again with the same id, ticket and rep
 // returns the existing workflow with created false.
@@ -50,11 +52,11 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 	if id == "" {
 		id = "W-" + ulid.Make().String()
 	}
-	if !workflowID.MatchString(id) {
-		return store.Workflow{}, false, &InvalidError{"id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+	if err := checkID("id", id); err != nil {
+		return store.Workflow{}, false, err
 	}
-	if ticket == "" || len(ticket) > 128 || !utf8.ValidString(ticket) {
-		return store.Workflow{}, false, &InvalidError{"ticket", "required, at most 128 bytes of UTF-8"}
+	if err := checkID("ticket", ticket); err != nil {
+		return store.Workflow{}, false, err
 	}
 	now := e.clock.Now()
 	err = e.db.Update(func(tx *store.Tx) error {
@@ -72,7 +74,7 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 		w = store.Workflow{
 			ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
 			Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
-				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling},
+				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
 			PolicyRevision: e.policy.Revision(), Created: now, Updated: now,
 		}
 		created = true

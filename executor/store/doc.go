@@ -20,6 +20,10 @@
 // decision therefore grows with the refunds inside the window, never with
 // the whole history.
 //
+// A reship step counts for its order in the same statuses; PutStep keeps a
+// count per order (OrderReships), across all workflows, so the rules can
+// limit how often one order is reshipped with one key read.
+//
 // # What it does not know
 //
 // The store knows no policy, no HTTP and no system of record. It stores

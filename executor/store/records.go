@@ -64,6 +64,10 @@ type Delegation struct {
 	Region        string      `json:"region"`
 	Scopes        []string    `json:"scopes"`
 	RefundCeiling money.Cents `json:"refund_ceiling"`
+	// Expires is the exp of the token that created the workflow, or of a
+	// later token of the same rep that refreshed it; zero: never (a
+	// workflow opened in process, without a token).
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Workflow is one ticket worked by the agent for one rep.

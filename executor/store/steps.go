@@ -58,9 +58,11 @@ func (t *Tx) StepByCall(wf, call string) (Step, error) {
 	return t.Step(wf, int(binary.BigEndian.Uint32(raw)))
 }
 
-// PutStep stores s and keeps the call index and the spending indexes
-// consistent with its status: a refund is added to them when it enters a
-// spent status (s.ReservedAt must then be set) and removed when it leaves.
+// PutStep stores s and keeps the call index, the spending indexes and the
+// reship index consistent with its status: a refund is added to the
+// spending indexes when it enters a spent status (s.ReservedAt must then be
+// set) and removed when it leaves; a reship is counted for its order the
+// same way.
 func (t *Tx) PutStep(s Step) error {
 	key := stepKey(s.Workflow, s.N)
 	var old Step
@@ -91,6 +93,9 @@ func (t *Tx) PutStep(s Step) error {
 		}
 	case wasSpent && isSpent && (old.Args != s.Args || !old.ReservedAt.Equal(s.ReservedAt)):
 		return fmt.Errorf("step %s/%d: arguments or reservation of a started refund cannot change", s.Workflow, s.N)
+	}
+	if err := t.followReships(old, hadOld, s); err != nil {
+		return err
 	}
 	return t.putJSON(bSteps, key, s)
 }

@@ -29,7 +29,7 @@ var (
 	bBlobs       = []byte("bundle_blobs")
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
-		bOrderSpent, bRepSpent, bAgentSpent, bBundles, bBlobs, bMeta, bAudit}
+		bOrderSpent, bRepSpent, bAgentSpent, bOrderReships, bBundles, bBlobs, bMeta, bAudit}
 )
 
 // Options tune Open. The zero value is what production uses.
@@ -66,11 +66,17 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	err = b.Update(func(tx *bolt.Tx) error {
+	err = b.Update(func(btx *bolt.Tx) error {
+		// A store written before the reship index existed gets it built
+		// from its steps, once.
+		backfill := btx.Bucket(bOrderReships) == nil && btx.Bucket(bSteps) != nil
 		for _, name := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			if _, err := btx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
+		}
+		if backfill {
+			return (&Tx{tx: btx}).indexReships()
 		}
 		return nil
 	})

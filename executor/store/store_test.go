@@ -237,8 +237,9 @@ func TestApprovalsInCreationOrder(t *testing.T) {
 	})
 }
 
-// BenchmarkTotalsFlat shows that reading a decision's totals does not grow
-// with history outside the window: run with -benchtime and compare sizes.
+// BenchmarkTotalsFlat shows that reading a decision's totals (refunds in
+// the windows, and the order's reships) does not grow with history outside
+// the window: run with -benchtime and compare sizes.
 func BenchmarkTotalsFlat(b *testing.B) {
 	for _, history := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
@@ -249,6 +250,7 @@ func BenchmarkTotalsFlat(b *testing.B) {
 			defer db.Close()
 			db.Update(func(tx *store.Tx) error {
 				tx.CreateWorkflow(store.Workflow{ID: "W", User: "rep-ana"})
+				tx.CreateWorkflow(store.Workflow{ID: "R", User: "rep-ana"})
 				for i := 1; i <= history; i++ {
 					// All but the last 20 lie outside the rolling day.
 					at := t0.Add(-48 * time.Hour).Add(time.Duration(i) * time.Second)
@@ -256,6 +258,10 @@ func BenchmarkTotalsFlat(b *testing.B) {
 						at = t0.Add(-time.Duration(i%20) * time.Minute)
 					}
 					if err := tx.PutStep(refund("W", i, fmt.Sprintf("O-%d", i), 100, store.StepDone, at)); err != nil {
+						b.Fatal(err)
+					}
+					// As many reships, spread over fifty orders.
+					if err := tx.PutStep(reship("R", i, fmt.Sprintf("O-%d", i%50), store.StepDone)); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -268,6 +274,7 @@ func BenchmarkTotalsFlat(b *testing.B) {
 					_ = tx.OrderSpent("O-5")
 					_ = tx.RepSpentSince("rep-ana", t0.Add(-24*time.Hour))
 					_ = tx.AgentSpentSince(t0.Add(-time.Hour))
+					_ = tx.OrderReships("O-5")
 					return nil
 				})
 			}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/executor/audit"
+)
+
+// idPattern is what a workflow id and a ticket may be (API.md).
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// MaxCommentBytes bounds an approval, rejection, ratification or reversal
+// comment.
+const MaxCommentBytes = 1000
+
+// checkID refuses a workflow id or ticket (field names which) that breaks
+// the pattern, that a URL path would read as a directory, or that looks
+// like a bearer token. '.' is allowed, so a JWT (three base64url parts
+// joined by dots) matches the pattern; it is refused here, with a message
+// that says why, rather than accepted and then refused by the audit log at
+// every step.
+func checkID(field, v string) error {
+	switch {
+	case !idPattern.MatchString(v):
+		return &InvalidError{field, "required; 1 to 64 of A-Z a-z 0-9 . _ - (^[A-Za-z0-9._-]{1,64}$)"}
+	case v == "." || v == "..":
+		return &InvalidError{field, "must not be . or .., which a URL path reads as a directory"}
+	case audit.LooksLikeToken(v):
+		return &InvalidError{field, "looks like a bearer token (a JWT); never put a token in an id: use the ticket's own number"}
+	}
+	return nil
+}
+
+// checkComment refuses a comment a lead wrote that is too long, not UTF-8,
+// holds control characters (which forge lines in logs and pages), or looks
+// like a bearer token. A token is refused, not redacted: the lead learns at
+// once that they pasted a credential, and the record never holds something
+// other than what they wrote.
+func checkComment(c string) error {
+	switch {
+	case len(c) > MaxCommentBytes:
+		return &InvalidError{"comment", fmt.Sprintf("at most %d bytes; shorten it", MaxCommentBytes)}
+	case !utf8.ValidString(c):
+		return &InvalidError{"comment", "must be UTF-8 text"}
+	case hasControl(c):
+		return &InvalidError{"comment", "must not hold control characters (newlines, tabs, escapes): write it on one line"}
+	case audit.LooksLikeToken(c):
+		return &InvalidError{"comment", "looks like a bearer token (a JWT); remove it: a token must never be written into a record"}
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
