@@ -501,8 +501,7 @@ func TestBindingsAgree(t *testing.T) {
 }
 
 // TestShipmentByReference finds a reship by the reference it carried, not
-// another caller's shipment of the same order; the test switch turns the
-// lookup off.
+// another caller's shipment of the same order.
 func TestShipmentByReference(t *testing.T) {
 	w := newWorld(t)
 	d := w.dispatcher()
@@ -522,9 +521,5 @@ func TestShipmentByReference(t *testing.T) {
 	}
 	if _, _, err := d.ShipmentByReference(context.Background(), "O-9999", mine.Reference); !dispatch.IsNotFound(err) {
 		t.Fatalf("unknown order: %v, want a 404 refusal", err)
-	}
-	off := w.dispatcher(func(o *dispatch.Options) { o.NoReferenceLookup = true })
-	if _, _, err := off.ShipmentByReference(context.Background(), "O-1001", mine.Reference); !errors.Is(err, dispatch.ErrNoReferenceLookup) {
-		t.Fatalf("switched off: %v, want ErrNoReferenceLookup", err)
 	}
 }

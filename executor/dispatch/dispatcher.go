@@ -56,11 +56,6 @@ type Options struct {
 	// remove the idempotency control; nothing reachable from configuration
 	// sets it.
 	FreshKeyPerAttempt bool
-	// NoReferenceLookup makes ShipmentByReference answer
-	// ErrNoReferenceLookup, so that the engine falls back to counting an
-	// order's shipments. It exists ONLY for the tests that remove the
-	// reference control; nothing reachable from configuration sets it.
-	NoReferenceLookup bool
 }
 
 // Dispatcher makes the engine's calls to the systems of record under the
@@ -73,7 +68,6 @@ type Dispatcher struct {
 	timeout   time.Duration
 	log       *slog.Logger
 	freshKeys bool
-	noRefs    bool
 }
 
 // New returns a Dispatcher for o.
@@ -97,7 +91,7 @@ func New(o Options) (*Dispatcher, error) {
 	d := &Dispatcher{
 		ledger: NewLedger(o.LedgerURL, hc), orders: NewOrders(o.OrdersURL, hc),
 		minter: o.Minter, agent: o.Agent, timeout: o.AttemptTimeout, log: o.Logger,
-		freshKeys: o.FreshKeyPerAttempt, noRefs: o.NoReferenceLookup,
+		freshKeys: o.FreshKeyPerAttempt,
 	}
 	if d.timeout == 0 {
 		d.timeout = DefaultAttemptTimeout
@@ -253,12 +247,8 @@ func (d *Dispatcher) Reship(ctx context.Context, c Call) (Result, error) {
 }
 
 // ShipmentByReference finds the shipment of order made under reference
-// ref; found is false when the order system has none. With
-// Options.NoReferenceLookup it answers ErrNoReferenceLookup.
+// ref; found is false when the order system has none.
 func (d *Dispatcher) ShipmentByReference(ctx context.Context, order, ref string) (sh Shipment, found bool, err error) {
-	if d.noRefs {
-		return Shipment{}, false, ErrNoReferenceLookup
-	}
 	list, err := d.orders.ShipmentsByReference(ctx, order, ref)
 	if err != nil || len(list) == 0 {
 		return Shipment{}, false, err

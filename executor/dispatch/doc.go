@@ -46,9 +46,7 @@
 // Options.FreshKeyPerAttempt (or Call.FreshKeyPerAttempt) sends a new key on
 // every attempt. It exists only so that tests can remove the idempotency
 // control and watch a lost response become two refunds; nothing reachable
-// from configuration sets it. Options.NoReferenceLookup, likewise, makes
-// ShipmentByReference answer [ErrNoReferenceLookup], so that tests can
-// watch the engine fall back to counting shipments.
+// from configuration sets it.
 //
 // # Why the request body is not replayable
 //

@@ -11,10 +11,6 @@ import (
 // wrapped error says what was lost.
 var ErrOutcomeUnknown = errors.New("dispatch: outcome unknown: the request was sent and no answer came back")
 
-// ErrNoReferenceLookup: lookups of shipments by reference are switched off
-// (Options.NoReferenceLookup, a test switch).
-var ErrNoReferenceLookup = errors.New("dispatch: shipment lookup by reference is switched off")
-
 // Refused is a system of record's 4xx answer: it did nothing and will do
 // nothing if asked the same again. Never retried.
 type Refused struct {

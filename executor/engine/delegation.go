@@ -24,7 +24,7 @@ const RegionMismatch = "token-region-differs-from-workflow"
 // when no token is presented (the start-up resume, an operator's resume):
 // the stored delegation then stands, until it expires.
 func (e *Engine) narrowed(d store.Delegation, by *Person) store.Delegation {
-	if !e.narrowDelegation || by == nil || by.ID != d.ID {
+	if !e.controls.NarrowDelegation || by == nil || by.ID != d.ID {
 		return d
 	}
 	out := d
@@ -51,7 +51,7 @@ func (e *Engine) narrowed(d store.Delegation, by *Person) store.Delegation {
 // there is nothing to store.
 func (e *Engine) refreshed(w store.Workflow, p Person) (store.Workflow, bool) {
 	d := w.Delegation
-	if !e.narrowDelegation || p.Role != RoleRep || p.ID != d.ID || p.Region != d.Region ||
+	if !e.controls.NarrowDelegation || p.Role != RoleRep || p.ID != d.ID || p.Region != d.Region ||
 		d.Expires.IsZero() || !p.Expires.After(d.Expires) {
 		return w, false
 	}
@@ -73,5 +73,5 @@ func (e *Engine) refreshDelegation(tx *store.Tx, w store.Workflow, p Person) (st
 // now. A zero expiry is a workflow opened in process, by a caller that
 // presented no token (the drill, the demo): it never expires.
 func (e *Engine) expired(d store.Delegation, now time.Time) bool {
-	return e.narrowDelegation && !d.Expires.IsZero() && !now.Before(d.Expires)
+	return e.controls.NarrowDelegation && !d.Expires.IsZero() && !now.Before(d.Expires)
 }

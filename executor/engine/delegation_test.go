@@ -52,8 +52,9 @@ func TestStepRunsUnderTheNarrowerDelegation(t *testing.T) {
 				name += " (narrow_delegation removed)"
 			}
 			t.Run(name, func(t *testing.T) {
-				h := newHarness(t, engine.DefaultControls())
-				h.record(func(o *engine.Options) { o.WithoutNarrowDelegation = !narrow })
+				c := engine.DefaultControls()
+				c.NarrowDelegation = narrow
+				h := newHarness(t, c)
 				h.workflow("rep-ana", "W1")
 				s, err := h.eng.Propose(context.Background(), tc.by, "W1", tc.tool, json.RawMessage(tc.args))
 				if err != nil {
@@ -86,8 +87,9 @@ func TestDelegationExpiresWithItsToken(t *testing.T) {
 			name = "narrow_delegation removed, the old delegation runs it"
 		}
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, engine.DefaultControls())
-			h.record(func(o *engine.Options) { o.WithoutNarrowDelegation = !narrow })
+			c := engine.DefaultControls()
+			c.NarrowDelegation = narrow
+			h := newHarness(t, c)
 			ctx := context.Background()
 			created := token(func(p *engine.Person) { p.Expires = h.clock.Now().Add(time.Minute) })
 			if _, _, err := h.eng.CreateWorkflow(ctx, created, "W1", "T-1"); err != nil {

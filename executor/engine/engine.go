@@ -41,11 +41,33 @@ type Controls struct {
 	// CheckSwitchAtExecution reads the tool's switch at the moment of
 	// effect; removed, it is read only when the step is first proposed.
 	CheckSwitchAtExecution bool
+	// SingleUseTokens has the systems of record accept each actor token's
+	// jti once; removed, a captured token can be replayed. The receivers
+	// enforce it, not the engine: whoever starts them passes it on.
+	SingleUseTokens bool
+	// ReshipHistory tells the policy how often the order was already
+	// reshipped in any workflow (totals.order_reships); removed, the count
+	// is always 0 and every reship looks like the first.
+	ReshipHistory bool
+	// NarrowDelegation runs each step under the narrower of the workflow's
+	// delegation and the presenting token's, and holds steps past the
+	// delegation's expiry; removed, the delegation copied at creation is
+	// used forever.
+	NarrowDelegation bool
+	// ResolveByReference resolves a reshipment whose outcome was not
+	// recorded by the reference it carries; removed, by counting the
+	// order's shipments against the baseline, which cannot tell its own
+	// shipment from another workflow's.
+	ResolveByReference bool
 }
 
 // DefaultControls is the designed system: every control on.
 func DefaultControls() Controls {
-	return Controls{true, true, true, true, true, true, true, true}
+	return Controls{
+		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
+		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
+		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true,
+	}
 }
 
 // Clock tells the time; tests and the drill inject a simulated one.
@@ -93,7 +115,7 @@ type Systems interface {
 	// RefundByKey finds the ledger entry made with an idempotency key.
 	RefundByKey(ctx context.Context, key string) (json.RawMessage, bool, error)
 	// ShipmentByReference finds the order's shipment made under a
-	// reference; ErrNoReferenceLookup when lookups by reference are off.
+	// reference.
 	ShipmentByReference(ctx context.Context, order, ref string) (json.RawMessage, bool, error)
 	// Execute performs the call with a fresh actor token per attempt.
 	Execute(ctx context.Context, as Actor, c Call) (json.RawMessage, error)
@@ -116,10 +138,6 @@ func (e *Refused) Error() string {
 var (
 	ErrOutcomeUnknown = errors.New("outcome unknown: the call was sent and no answer came back")
 	ErrOrderNotFound  = errors.New("order not found")
-	// ErrNoReferenceLookup: the systems cannot find a shipment by its
-	// reference (a test switch removes the lookup); recovery then falls
-	// back to counting the order's shipments against the baseline.
-	ErrNoReferenceLookup = errors.New("shipments cannot be looked up by reference")
 )
 
 // Options wire an Engine. Store, Policy, Systems and Clock are required.
@@ -133,17 +151,6 @@ type Options struct {
 	Agent string
 	// Controls default to DefaultControls when left zero.
 	Controls *Controls
-	// WithoutReshipHistory removes the control that tells the policy how
-	// often the order was already reshipped, in any workflow
-	// (totals.order_reships): the count is always 0 and every reship looks
-	// like the first. Only tests set it; it joins Controls with the matrix.
-	WithoutReshipHistory bool
-	// WithoutNarrowDelegation removes the control that runs each step under
-	// the narrower of the workflow's delegation and the presenting token's
-	// and holds steps past the delegation's expiry: the delegation copied at
-	// creation is used forever. Only tests set it; it joins Controls with
-	// the matrix.
-	WithoutNarrowDelegation bool
 	// Failpoint, when set, is called at before_dispatch, after_dispatch and
 	// after_record; returning ErrCrashed stops the step there as a crash
 	// would. Production leaves it nil.
@@ -185,10 +192,6 @@ type Engine struct {
 	obs      Observer
 	audit    *audit.Log
 	locks    [64]sync.Mutex
-
-	// reshipHistory and narrowDelegation are controls kept outside
-	// Controls until the matrix shows them (Options.Without...).
-	reshipHistory, narrowDelegation bool
 }
 
 // New returns an engine over opts.
@@ -196,7 +199,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
 		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
-		controls: DefaultControls(), reshipHistory: !opts.WithoutReshipHistory, narrowDelegation: !opts.WithoutNarrowDelegation,
+		controls: DefaultControls(),
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls

@@ -32,7 +32,6 @@ type fakeSystems struct {
 	reversals []string
 	loseNext  int // lose the response of the next N effects, after committing them
 	dropNext  int // answer the next N effects as unknown without making them (still in flight)
-	noRefs    bool
 }
 
 func newFake() *fakeSystems {
@@ -66,14 +65,10 @@ func (f *fakeSystems) RefundByKey(_ context.Context, key string) (json.RawMessag
 	return json.RawMessage(fmt.Sprintf(`{"amount":%d}`, amt)), ok, nil
 }
 
-// ShipmentByReference finds a reship by its reference; noRefs switches
-// the lookup off.
+// ShipmentByReference finds a reship by its reference.
 func (f *fakeSystems) ShipmentByReference(_ context.Context, order, ref string) (json.RawMessage, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.noRefs {
-		return nil, false, engine.ErrNoReferenceLookup
-	}
 	if f.byRef[ref] == 0 {
 		return nil, false, nil
 	}

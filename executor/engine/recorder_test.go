@@ -47,15 +47,10 @@ func (r *recorder) last() policy.Input {
 }
 
 // record rebuilds the harness's engine over the same store and systems,
-// with a recorder in front of its policy and its options changed by edit
-// (a control removed).
-func (h *harness) record(edit ...func(*engine.Options)) *recorder {
+// with a recorder in front of its policy.
+func (h *harness) record() *recorder {
 	r := &recorder{Engine: h.pol}
 	c := h.control
-	o := engine.Options{Store: h.db, Policy: r, Systems: h.sys, Clock: h.clock, Controls: &c}
-	for _, f := range edit {
-		f(&o)
-	}
-	h.eng = engine.New(o)
+	h.eng = engine.New(engine.Options{Store: h.db, Policy: r, Systems: h.sys, Clock: h.clock, Controls: &c})
 	return r
 }

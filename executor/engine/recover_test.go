@@ -91,8 +91,9 @@ func TestUnknownReshipIgnoresAnotherWorkflowsShipment(t *testing.T) {
 		{"by count (control removed): W1 takes W2's shipment", true, store.StepDone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, engine.DefaultControls())
-			h.sys.noRefs = tc.noRefs
+			c := engine.DefaultControls()
+			c.ResolveByReference = !tc.noRefs
+			h := newHarness(t, c)
 			h.workflow("rep-ana", "W1")
 			h.workflow("rep-ana", "W2")
 			h.sys.dropNext = 1

@@ -24,8 +24,10 @@ func TestDecisionInputCarriesTheOrdersReships(t *testing.T) {
 		{"reship_history removed, it is always 0", false, []int{0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, engine.DefaultControls())
-			rec := h.record(func(o *engine.Options) { o.WithoutReshipHistory = !tc.history })
+			c := engine.DefaultControls()
+			c.ReshipHistory = tc.history
+			h := newHarness(t, c)
+			rec := h.record()
 			ctx := context.Background()
 			var seen []int
 			reship := func(wf string, want store.StepStatus, decided bool) {

@@ -509,11 +509,12 @@ func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, st
 		}
 		return e.dispatch(ctx, w, s, start)
 	}
+	if !e.controls.ResolveByReference {
+		return e.recoverByCount(ctx, w, s, start)
+	}
 	ref := shipmentReference(s)
 	shipment, found, err := e.systems.ShipmentByReference(ctx, s.Args.Order, ref)
 	switch {
-	case errors.Is(err, ErrNoReferenceLookup):
-		return e.recoverByCount(ctx, w, s, start)
 	case err != nil:
 		return s, fmt.Errorf("resolve %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, err)
 	case found:
@@ -566,7 +567,7 @@ func (e *Engine) dispatchAgain(ctx context.Context, w store.Workflow, s store.St
 // recoverByCount is the resolution without references: one more shipment
 // of the order than the baseline means the reship happened. It cannot tell
 // the step's shipment from another workflow's; it runs only when lookups
-// by reference are switched off.
+// by reference are switched off (Controls.ResolveByReference).
 func (e *Engine) recoverByCount(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
 	if s.Baseline == nil {
 		if s.Status == store.StepUnknown {
@@ -614,7 +615,7 @@ func (e *Engine) totals(tx *store.Tx, w store.Workflow, s store.Step, lim policy
 	if e.controls.Cumulative {
 		t.OrderRefunded = tx.OrderSpent(s.Args.Order)
 	}
-	if e.reshipHistory {
+	if e.controls.ReshipHistory {
 		t.OrderReships = tx.OrderReships(s.Args.Order)
 	}
 	return t

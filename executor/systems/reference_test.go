@@ -37,7 +37,7 @@ type stack struct {
 // attemptTimeout is short so that a delayed reship is a lost answer at once.
 const attemptTimeout = 300 * time.Millisecond
 
-func newStack(t *testing.T, noReferenceLookup bool) *stack {
+func newStack(t *testing.T, controls engine.Controls) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	auth, err := credential.Open(credential.Options{Dir: dir})
@@ -63,7 +63,7 @@ func newStack(t *testing.T, noReferenceLookup bool) *stack {
 	t.Cleanup(func() { _ = ord.Close() })
 	sys, err := systems.New(systems.Options{
 		LedgerURL: serve(t, led), OrdersURL: serve(t, ord), Minter: auth, Agent: "agent-1",
-		AttemptTimeout: attemptTimeout, NoReferenceLookup: noReferenceLookup,
+		AttemptTimeout: attemptTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func newStack(t *testing.T, noReferenceLookup bool) *stack {
 		t.Fatal(err)
 	}
 	pol.Restore(b)
-	eng := engine.New(engine.Options{Store: db, Policy: pol, Systems: sys, Clock: wallClock{}})
+	eng := engine.New(engine.Options{Store: db, Policy: pol, Systems: sys, Clock: wallClock{}, Controls: &controls})
 	return &stack{t: t, eng: eng, orders: ord}
 }
 
@@ -157,7 +157,9 @@ func TestUnknownReshipNotResolvedByAnotherWorkflowsShipment(t *testing.T) {
 		{"by count (control removed): W1/1 takes W2's shipment", true, store.StepDone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStack(t, tc.noReferenceLookup)
+			c := engine.DefaultControls()
+			c.ResolveByReference = !tc.noReferenceLookup
+			s := newStack(t, c)
 			if err := s.orders.SetFaults(orders.Faults{DelayWritesMS: 60_000}); err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +194,7 @@ func TestUnknownReshipNotResolvedByAnotherWorkflowsShipment(t *testing.T) {
 // answer is lost; resume finds the shipment by the step's reference and
 // records it as the step's result, without shipping again.
 func TestLostReshipAnswerResolvedByReference(t *testing.T) {
-	s := newStack(t, false)
+	s := newStack(t, engine.DefaultControls())
 	if err := s.orders.SetFaults(orders.Faults{LoseResponse: 1}); err != nil {
 		t.Fatal(err)
 	}

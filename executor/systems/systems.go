@@ -73,9 +73,6 @@ func (s *Systems) RefundByKey(ctx context.Context, key string) (json.RawMessage,
 // ShipmentByReference finds the order's shipment made under ref.
 func (s *Systems) ShipmentByReference(ctx context.Context, order, ref string) (json.RawMessage, bool, error) {
 	sh, found, err := s.d.ShipmentByReference(ctx, order, ref)
-	if errors.Is(err, dispatch.ErrNoReferenceLookup) {
-		return nil, false, fmt.Errorf("%w: %v", engine.ErrNoReferenceLookup, err)
-	}
 	if err != nil || !found {
 		return nil, false, translate(err)
 	}

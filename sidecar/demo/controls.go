@@ -20,12 +20,17 @@ const (
 	StrictSchema           Control = "strict_schema"
 	DownstreamCeiling      Control = "downstream_ceiling"
 	CheckSwitchAtExecution Control = "check_switch_at_execution"
+	SingleUseTokens        Control = "single_use_tokens"
+	ReshipHistory          Control = "reship_history"
+	NarrowDelegation       Control = "narrow_delegation"
+	ResolveByReference     Control = "resolve_by_reference"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
-		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution}
+		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
+		NarrowDelegation, ResolveByReference}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -50,6 +55,14 @@ func Without(cs ...Control) engine.Controls {
 			c.DownstreamCeiling = false
 		case CheckSwitchAtExecution:
 			c.CheckSwitchAtExecution = false
+		case SingleUseTokens:
+			c.SingleUseTokens = false
+		case ReshipHistory:
+			c.ReshipHistory = false
+		case NarrowDelegation:
+			c.NarrowDelegation = false
+		case ResolveByReference:
+			c.ResolveByReference = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

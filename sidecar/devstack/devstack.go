@@ -274,12 +274,17 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string, serve func(string, http.Handler) (string, error)) (err error) {
 	now := o.Clock.Now
 	// The receivers fetch the JWKS on every request (max age 0), so a
-	// raised epoch refuses old tokens at once.
-	if st.Ledger, err = ledger.Open(ledger.Options{DataDir: filepath.Join(o.DataDir, LedgerDir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}); err != nil {
+	// raised epoch refuses old tokens at once. The single-use check of
+	// actor tokens is theirs; only a test removing it turns it off.
+	sim := func(dir string) simserver.Options {
+		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger,
+			AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
+	}
+	if st.Ledger, err = ledger.Open(sim(LedgerDir)); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Ledger.Close)
-	if st.Orders, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(o.DataDir, OrdersDir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger}, Orders: FixtureOrders()}); err != nil {
+	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders()}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)
