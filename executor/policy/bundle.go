@@ -79,6 +79,16 @@ func (b *Bundle) Archive() []byte { return b.archive }
 // Limits are the bundle's limits.
 func (b *Bundle) Limits() Limits { return b.limits }
 
+// Forbidden is the bundle's call of a built-in outside Capabilities, or nil.
+// An engine refuses such a bundle on every path; loading it succeeds only so
+// that the refusal is recorded and names the call.
+func (b *Bundle) Forbidden() error {
+	if b.forbidden == nil {
+		return nil
+	}
+	return b.forbidden
+}
+
 // LoadPath loads a bundle from a directory or a .tar.gz file.
 func LoadPath(p string) (*Bundle, error) {
 	fi, err := os.Stat(p)
