@@ -1,10 +1,10 @@
 package main
 
 import (
-	"github.com/countersign/countersign/executor/policy"
-
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/executor/policy"
 )
 
 func TestExternalSystemsFlags(t *testing.T) {

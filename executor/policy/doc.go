@@ -71,7 +71,8 @@
 // # Deadlines
 //
 // Every evaluation runs under Options.Timeout (DefaultTimeout, 100 ms):
-// each decision, each approver check and each pinned case of the gate. A
+// each decision and each approver check; the gate's pinned cases get at
+// least a second, so that a busy host does not fail a sound bundle. A
 // bundle that loops is stopped (OPA checks for cancellation in every
 // expression and inside numbers.range) and the call fails closed with
 // ErrTimeout; nothing is decided, so the caller may retry. The gate gives

@@ -22,10 +22,10 @@ type Options struct {
 	// Clock is the time decisions are evaluated at and activations are
 	// recorded with. Default: time.Now.
 	Clock func() time.Time
-	// Timeout bounds every evaluation: each decision, each approver check
-	// and each of the gate's pinned cases (a bundle that cannot answer a
-	// pinned case within it could not answer production either). Past it
-	// the evaluation fails with ErrTimeout. Default: DefaultTimeout.
+	// Timeout bounds every evaluation: each decision and each approver
+	// check (and each of the gate's pinned cases, which get at least a
+	// second: see gate.caseTimeout). Past it the evaluation fails with
+	// ErrTimeout. Default: DefaultTimeout.
 	Timeout time.Duration
 
 	// UnrestrictedBuiltins removes a safety control, for the tests that
