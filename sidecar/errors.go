@@ -43,6 +43,7 @@ func classify(err error) *apiError {
 	var ie *engine.InvalidError
 	var ar *engine.ApprovalRefused
 	var ge *policy.GateError
+	var fe *policy.ForbiddenBuiltinError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -74,6 +75,19 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "gate_failed",
 			Message: "the candidate bundle failed the gate; the active bundle is unchanged",
 			extra:   map[string]any{"failures": gateFailures(ge.Report)}}
+	case errors.As(err, &fe):
+		return newError(http.StatusUnprocessableEntity, "bundle_forbidden_builtin",
+			"the bundle calls %s in %s:%d, which policies may not use (network, clock, randomness); the active bundle is unchanged",
+			fe.Builtin, fe.File, fe.Row)
+	case errors.Is(err, policy.ErrNoTests):
+		return newError(http.StatusUnprocessableEntity, "bundle_without_tests",
+			"the bundle has no Rego tests of its own; add *_test.rego files with test_ rules. The active bundle is unchanged")
+	case errors.Is(err, policy.ErrBundleTooLarge):
+		return newError(http.StatusRequestEntityTooLarge, "bundle_too_large", "%v; a bundle may be %d bytes packed, %d unpacked, %d entries",
+			err, policy.MaxArchiveBytes, policy.MaxUnpackedBytes, policy.MaxFiles)
+	case errors.Is(err, policy.ErrTimeout):
+		return newError(http.StatusServiceUnavailable, "policy_timeout",
+			"the policy did not answer in time, so nothing was decided; retry, and tell an operator if it persists")
 	case errors.Is(err, policy.ErrInvalidBundle):
 		return newError(http.StatusUnprocessableEntity, "invalid_bundle", "%v", err)
 	case errors.Is(err, policy.ErrNoBundle):

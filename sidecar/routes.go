@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -327,12 +328,9 @@ func (s *Server) uploadBundle(c echo.Context) error {
 	default:
 		return newError(http.StatusBadRequest, "unsupported_content_type", "send the bundle .tar.gz as Content-Type: application/gzip")
 	}
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBundle(c)
 	if err != nil {
-		if overLimit(err) {
-			return echo.ErrStatusRequestEntityTooLarge
-		}
-		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
+		return err
 	}
 	a := policy.Activation{By: person(c).ID, Reason: c.QueryParam("reason")}
 	switch c.QueryParam("break_glass") {
@@ -350,6 +348,30 @@ func (s *Server) uploadBundle(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, rec)
+}
+
+// readBundle reads an upload under the bundle's own bound, which the
+// server's body limit skips for this route (isBundleUpload), so that an
+// oversized bundle is told bundle_too_large, like one that unpacks too large.
+func readBundle(c echo.Context) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > policy.MaxArchiveBytes {
+		return nil, fmt.Errorf("%w: upload of %d bytes", policy.ErrBundleTooLarge, req.ContentLength)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, policy.MaxArchiveBytes))
+	if overLimit(err) {
+		return nil, fmt.Errorf("%w: upload over %d bytes", policy.ErrBundleTooLarge, policy.MaxArchiveBytes)
+	}
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, "unreadable_body", "%v", err)
+	}
+	return body, nil
+}
+
+// isBundleUpload skips the server's body limit for POST /v1/bundles, which
+// applies the bundle's own bound (readBundle).
+func isBundleUpload(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && c.Path() == "/v1/bundles"
 }
 
 func (s *Server) decisions(c echo.Context) error {

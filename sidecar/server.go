@@ -77,7 +77,7 @@ func New(opts Options) *Server {
 		middleware.RequestID(),
 		s.requestLog(),
 		middleware.Recover(),
-		middleware.BodyLimit(opts.BodyLimit),
+		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: opts.BodyLimit, Skipper: isBundleUpload}),
 	)
 	s.routes()
 	return s

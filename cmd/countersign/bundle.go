@@ -37,6 +37,11 @@ PATH may also name an embedded bundle (p1, p2, p3) when no such file exists.`,
 				return err
 			}
 			report, err := policy.Check(cmd.Context(), b)
+			if errors.Is(err, policy.ErrForbiddenBuiltin) || errors.Is(err, policy.ErrNoTests) {
+				// A refusal is the gate's answer, as a failed case is.
+				fmt.Fprintf(cmd.OutOrStdout(), "FAIL: bundle %s refused: %v\n", b.Revision(), err)
+				return &exitError{code: 1, err: fmt.Errorf("bundle %s failed the gate", b.Revision())}
+			}
 			if err != nil {
 				return err
 			}
@@ -70,6 +75,9 @@ The bundle is loaded first, so a bundle that would be refused is not written.`,
 			}
 			b, err := policy.LoadArchive(archive)
 			if err != nil {
+				return err
+			}
+			if err := b.Forbidden(); err != nil {
 				return err
 			}
 			if err := os.WriteFile(out, archive, 0o644); err != nil {

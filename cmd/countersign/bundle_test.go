@@ -55,7 +55,7 @@ func TestBundleTest(t *testing.T) {
 					t.Errorf("line %q does not contain %q", failed[i], want)
 				}
 			}
-			if !strings.Contains(out, "rego tests: 62 passed, 0 failed") {
+			if !strings.Contains(out, "rego tests: 71 passed, 0 failed") {
 				t.Errorf("no Rego test summary:\n%s", out)
 			}
 		})
@@ -93,4 +93,50 @@ func exitOf(err error) int {
 		return 0
 	}
 	return exitCode(err)
+}
+
+// A bundle the gate refuses outright (a forbidden built-in, no tests) is a
+// failed gate, exit 1, with the reason on the output; build will not pack
+// one that calls a forbidden built-in.
+func TestBundleTestRefusals(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		say   string
+	}{
+		{"forbidden built-in", map[string]string{"call/call.rego": "package countersign.call\n\ndecision := {\"decision\": \"ALLOW\", \"rule\": \"x\"} if time.now_ns() > 0\n",
+			"call/call_test.rego": "package countersign.call_test\n\ntest_x if true\n"}, "time.now_ns in /call/call.rego:3"},
+		{"no tests", map[string]string{"call/call.rego": "package countersign.call\n\ndecision := {\"decision\": \"DENY\", \"rule\": \"x\"}\n"}, "no Rego tests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[string]string{
+				".manifest": `{"revision": "x1", "roots": ["countersign"], "rego_version": 1}`,
+				"data.json": `{"countersign": {"limits": {"refund_auto": 5000, "refund_max": 50000, "reship_approval_value": 30000,
+					"rep_daily": 100000, "rep_window_seconds": 86400, "agent_hourly": 300000, "approval_ttl_seconds": 900, "token_ttl_seconds": 60}}}`,
+			}
+			for k, v := range tt.files {
+				files[k] = v
+			}
+			for name, body := range files {
+				p := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := runBundle(t, "test", dir)
+			if exitOf(err) != 1 || !strings.Contains(out, "FAIL: bundle x1 refused") || !strings.Contains(out, tt.say) {
+				t.Errorf("exit %d (%v), want 1 saying %q:\n%s", exitOf(err), err, tt.say, out)
+			}
+			if tt.name == "forbidden built-in" {
+				if _, err := runBundle(t, "build", dir, "-o", filepath.Join(t.TempDir(), "x.tar.gz")); err == nil || !strings.Contains(err.Error(), "time.now_ns") {
+					t.Errorf("build: %v, want a refusal naming time.now_ns", err)
+				}
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,7 @@ func newServeCmd() *cobra.Command {
 		ordersURL  string
 		issuer     string
 		issuerJWKS string
+		policyTime time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--dev | --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR",
@@ -63,7 +65,8 @@ system and its workflows as they were.`,
 			if err != nil {
 				return err
 			}
-			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls, Background: true}
+			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls, Background: true,
+				PolicyTimeout: policyTime}
 			if !dev {
 				ext, err := externalSystems(ledgerURL, ordersURL, issuer, issuerJWKS)
 				if err != nil {
@@ -105,6 +108,7 @@ system and its workflows as they were.`,
 	cmd.Flags().StringVar(&ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
 	cmd.Flags().StringVar(&ordersURL, "orders", "", "the order system's base URL (without --dev)")
 	cmd.Flags().StringVar(&issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().DurationVar(&policyTime, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
 	cmd.Flags().StringVar(&issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -27,12 +29,20 @@ import (
 
 // Bounds on a bundle. They hold for every source, so that a bundle built
 // from a directory can always be uploaded too. A bundle is a few small text
-// files; these leave room for growth and none for a decompression bomb.
+// files (p1 is 9 files, 40 KiB unpacked, 9 KiB packed); these leave room for
+// growth and none for a decompression bomb: gzip reaches ratios near 1000:1,
+// so the unpacked bound, not the archive's size, is what caps the work.
+// A bundle over any of them is ErrBundleTooLarge.
 const (
 	MaxArchiveBytes  = 1 << 20 // the .tar.gz itself (the API's body limit)
-	MaxUnpackedBytes = 4 << 20 // all files together, decompressed
-	MaxFiles         = 64
+	MaxUnpackedBytes = 4 << 20 // the whole decompressed tar stream, headers included
+	MaxFiles         = 64      // tar entries, directories included
 )
+
+// revisionPattern is the shape of a bundle revision. The revision appears in
+// every decision, the history and the audit log, so it is a short name, not
+// free text.
+var revisionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // The queries the engine prepares for every bundle.
 const (
@@ -47,6 +57,10 @@ type Bundle struct {
 	digest   string
 	archive  []byte
 	limits   Limits
+	// forbidden is set when the production modules call a built-in outside
+	// Capabilities; the queries are then compiled without the allowlist,
+	// and only an engine without it (a test knob) activates the bundle.
+	forbidden *ForbiddenBuiltinError
 
 	call     rego.PreparedEvalQuery
 	approver rego.PreparedEvalQuery
@@ -64,6 +78,16 @@ func (b *Bundle) Archive() []byte { return b.archive }
 
 // Limits are the bundle's limits.
 func (b *Bundle) Limits() Limits { return b.limits }
+
+// Forbidden is the bundle's call of a built-in outside Capabilities, or nil.
+// An engine refuses such a bundle on every path; loading it succeeds only so
+// that the refusal is recorded and names the call.
+func (b *Bundle) Forbidden() error {
+	if b.forbidden == nil {
+		return nil
+	}
+	return b.forbidden
+}
 
 // LoadPath loads a bundle from a directory or a .tar.gz file.
 func LoadPath(p string) (*Bundle, error) {
@@ -118,8 +142,8 @@ func LoadArchive(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	if raw.Manifest.Revision == "" {
-		return nil, fmt.Errorf("%w: .manifest has no revision", ErrInvalidBundle)
+	if err := checkRevision(raw.Manifest.Revision); err != nil {
+		return nil, err
 	}
 	limits, err := decodeLimits(raw.Data)
 	if err != nil {
@@ -152,8 +176,40 @@ func readBundle(data []byte) (bundle.Bundle, error) {
 	return raw, nil
 }
 
-// prepare compiles the production modules once and prepares both queries
-// against them and the bundle's data.
+// checkRevision refuses a revision that is not a short name, or that is
+// shaped like a token: the audit log refuses to hold anything that looks
+// like a JWT, so such a revision could never be recorded.
+func checkRevision(rev string) error {
+	switch {
+	case rev == "":
+		return fmt.Errorf("%w: .manifest has no revision", ErrInvalidBundle)
+	case !revisionPattern.MatchString(rev):
+		return fmt.Errorf("%w: revision %q must match %s", ErrInvalidBundle, rev, revisionPattern)
+	case tokenShaped(rev):
+		return fmt.Errorf("%w: revision %q is shaped like a token (a dotted part decodes to JSON); name the bundle, e.g. p4 or 2025.06.01", ErrInvalidBundle, rev)
+	}
+	return nil
+}
+
+// tokenShaped reports whether a dot-separated part of s decodes from
+// base64url to a JSON object, as a JOSE header does. It is broader than the
+// audit log's check (which also wants "alg" and two parts after it), so
+// anything the log would refuse is refused here first.
+func tokenShaped(s string) bool {
+	for _, part := range strings.Split(s, ".") {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(part, "="))
+		if err == nil && json.Valid(b) && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare compiles the production modules once, under Capabilities, and
+// prepares both queries against them and the bundle's data. A bundle that
+// fails only because it calls a forbidden built-in is compiled again
+// without the allowlist and marked, so that the engine can name the call
+// when it refuses it (and a test engine without the allowlist can run it).
 func (b *Bundle) prepare(raw bundle.Bundle) error {
 	modules := map[string]*ast.Module{}
 	for _, m := range raw.Modules {
@@ -161,9 +217,16 @@ func (b *Bundle) prepare(raw bundle.Bundle) error {
 			modules[m.Path] = m.Parsed
 		}
 	}
-	compiler := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1)
+	compiler := newCompiler(Capabilities())
 	if compiler.Compile(modules); compiler.Failed() {
-		return fmt.Errorf("%w: %v", ErrInvalidBundle, compiler.Errors)
+		b.forbidden = forbiddenIn(compiler.Errors)
+		if b.forbidden == nil {
+			return fmt.Errorf("%w: %v", ErrInvalidBundle, compiler.Errors)
+		}
+		compiler = newCompiler(allCapabilities())
+		if compiler.Compile(modules); compiler.Failed() {
+			return fmt.Errorf("%w: %v", ErrInvalidBundle, compiler.Errors)
+		}
 	}
 	// AST values on read spare a conversion of the limits on every decision.
 	store := inmem.NewFromObjectWithOpts(raw.Data, inmem.OptReturnASTValuesOnRead(true))
@@ -181,6 +244,10 @@ func (b *Bundle) prepare(raw bundle.Bundle) error {
 	return nil
 }
 
+func newCompiler(caps *ast.Capabilities) *ast.Compiler {
+	return ast.NewCompiler().WithCapabilities(caps).WithDefaultRegoVersion(ast.RegoV1)
+}
+
 func isTestFile(p string) bool { return strings.HasSuffix(p, "_test.rego") }
 
 // scanArchive walks the tar.gz before OPA does and refuses anything but a
@@ -190,16 +257,21 @@ func scanArchive(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: not a gzip archive: %v", ErrInvalidBundle, err)
 	}
-	tr := tar.NewReader(gz)
+	// Count what the stream yields, headers included, not what headers
+	// claim: a bomb of empty directory entries has no file bytes at all.
+	stream := &boundedReader{r: gz, left: MaxUnpackedBytes}
+	tr := tar.NewReader(stream)
 	seen := map[string]bool{}
-	var unpacked int64
-	for {
+	for entries := 1; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%w: not a tar archive: %v", ErrInvalidBundle, err)
+			return tarError(err, "not a tar archive")
+		}
+		if entries > MaxFiles {
+			return fmt.Errorf("%w: more than %d entries", ErrBundleTooLarge, MaxFiles)
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -216,22 +288,46 @@ func scanArchive(data []byte) error {
 			return fmt.Errorf("%w: %q appears twice", ErrInvalidBundle, name)
 		}
 		seen[name] = true
-		if len(seen) > MaxFiles {
-			return fmt.Errorf("%w: more than %d files", ErrBundleTooLarge, MaxFiles)
-		}
-		// Count what the stream yields, not what the header claims.
-		n, err := io.Copy(io.Discard, io.LimitReader(tr, MaxUnpackedBytes-unpacked+1))
-		if err != nil {
-			return fmt.Errorf("%w: reading %q: %v", ErrInvalidBundle, name, err)
-		}
-		if unpacked += n; unpacked > MaxUnpackedBytes {
-			return fmt.Errorf("%w: more than %d bytes unpacked", ErrBundleTooLarge, MaxUnpackedBytes)
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return tarError(err, "reading "+name)
 		}
 	}
 	if len(seen) == 0 {
 		return fmt.Errorf("%w: archive holds no files", ErrInvalidBundle)
 	}
 	return nil
+}
+
+// errTooMuchData is what boundedReader fails with past its bound.
+var errTooMuchData = fmt.Errorf("%w: more than %d bytes unpacked", ErrBundleTooLarge, MaxUnpackedBytes)
+
+// boundedReader fails with errTooMuchData once more than left bytes are read.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooMuchData
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.r.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n, errTooMuchData
+	}
+	return n, err
+}
+
+// tarError keeps a bound that was passed (ErrBundleTooLarge) and makes
+// anything else an invalid bundle.
+func tarError(err error, what string) error {
+	if errors.Is(err, ErrBundleTooLarge) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %v", ErrInvalidBundle, what, err)
 }
 
 // cleanPath accepts "/a/b.rego" and "a/b.rego" (OPA writes the former) and

@@ -87,6 +87,8 @@ var callCases = []callCase{
 	{name: "reship an order not shipped", user: pinnedRep, tool: tool.ReshipOrder, order: notShipped, want: Deny, rule: "R8-order-not-shipped"},
 	{name: "reship an order paid $300.00", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, want: Allow, rule: allowRule},
 	{name: "reship an order paid over $300.00", user: pinnedRep, tool: tool.ReshipOrder, order: paid30001, want: RequireApproval, rule: "R9-reship-needs-approval"},
+	{name: "reship an order reshipped once before", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, totals: Totals{OrderReships: 1}, want: RequireApproval, rule: "R10-order-already-reshipped"},
+	{name: "reship an order reshipped twice before", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, totals: Totals{OrderReships: 2}, want: Deny, rule: "R11-reship-limit"},
 	{name: "look up an order in region", user: pinnedRep, tool: tool.LookupOrder, order: paidEnough, want: Allow, rule: allowRule},
 }
 

@@ -38,4 +38,44 @@
 // passes, records every attempt in a History, and leaves the active
 // bundle in force otherwise. A break-glass activation skips the gate with
 // a written reason and is recorded as such.
+//
+// # What a bundle may not do
+//
+// A decision depends only on its input and the bundle's data. Every
+// compile of a bundle, its production queries and the gate's run of its
+// tests, uses Capabilities: OPA's built-ins minus those that reach the
+// network, read the clock or randomness, or write to the host (see
+// capabilities.go for the list and why it is derived). The time a policy
+// may use is the input's (the approver policy reads input.now, which the
+// engine fills from its clock). Refusals, in the order they are checked:
+//
+//	refusal                      when                               recorded  break glass
+//	ErrBundleTooLarge            over MaxArchiveBytes, MaxUnpacked- no        -
+//	                             Bytes (the whole tar stream) or
+//	                             MaxFiles entries, before parsing
+//	ErrInvalidBundle             unsafe path, bad revision (not     no        -
+//	                             ^[A-Za-z0-9._-]{1,64}$, or shaped
+//	                             like a token), Rego that does not
+//	                             compile, bad limits
+//	*ForbiddenBuiltinError       a rule or a test calls a built-in  rejected  refused too
+//	                             outside Capabilities
+//	ErrNoTests                   no Rego test ran                   rejected  skipped
+//	*GateError                   a test or a pinned case failed     rejected  skipped
+//
+// LoadArchive loads a bundle whose rules call a forbidden built-in (marked,
+// see Bundle.Forbidden) so that Activate can record the refusal and name
+// the call; no engine with the allowlist activates or restores it.
+// Options.UnrestrictedBuiltins removes the allowlist, for the tests that
+// prove it matters; nothing else sets it.
+//
+// # Deadlines
+//
+// Every evaluation runs under Options.Timeout (DefaultTimeout, 100 ms):
+// each decision and each approver check; the gate's pinned cases get at
+// least a second, so that a busy host does not fail a sound bundle. A
+// bundle that loops is stopped (OPA checks for cancellation in every
+// expression and inside numbers.range) and the call fails closed with
+// ErrTimeout; nothing is decided, so the caller may retry. The gate gives
+// each of a bundle's own Rego tests a second and all of them ten seconds
+// (gate.go says why); a test or a case that runs out fails the gate by name.
 package policy

@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// DefaultTimeout bounds one evaluation unless Options.Timeout says
+// otherwise. The shipped policy answers in well under a millisecond; the
+// deadline is for a bundle that loops, which would otherwise hold the
+// store's writer for as long as it spins.
+const DefaultTimeout = 100 * time.Millisecond
+
 // Options configure an Engine. The zero value is usable.
 type Options struct {
 	// History records every activation attempt. Default: NopHistory.
@@ -16,6 +22,17 @@ type Options struct {
 	// Clock is the time decisions are evaluated at and activations are
 	// recorded with. Default: time.Now.
 	Clock func() time.Time
+	// Timeout bounds every evaluation: each decision and each approver
+	// check (and each of the gate's pinned cases, which get at least a
+	// second: see gate.caseTimeout). Past it the evaluation fails with
+	// ErrTimeout. Default: DefaultTimeout.
+	Timeout time.Duration
+
+	// UnrestrictedBuiltins removes a safety control, for the tests that
+	// prove the control matters: bundles compile with every OPA built-in
+	// (http.send, time.now_ns ...), not Capabilities. The zero value keeps
+	// the control on; no flag, file or endpoint sets this.
+	UnrestrictedBuiltins bool
 }
 
 // Engine answers policy questions with the active bundle and activates new
@@ -24,6 +41,7 @@ type Engine struct {
 	active  atomic.Pointer[Bundle]
 	history History
 	clock   func() time.Time
+	gate    gate
 	// mu orders activations so that the history's order is the swap order.
 	mu sync.Mutex
 }
@@ -31,13 +49,17 @@ type Engine struct {
 // New returns an engine with no active bundle: every decision fails with
 // ErrNoBundle until Activate or Restore installs one.
 func New(opts Options) *Engine {
-	e := &Engine{history: opts.History, clock: opts.Clock}
+	e := &Engine{history: opts.History, clock: opts.Clock, gate: defaultGate()}
 	if e.history == nil {
 		e.history = NopHistory{}
 	}
 	if e.clock == nil {
 		e.clock = time.Now
 	}
+	if opts.Timeout > 0 {
+		e.gate.timeout = opts.Timeout
+	}
+	e.gate.unrestricted = opts.UnrestrictedBuiltins
 	return e
 }
 
@@ -47,7 +69,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Result, error) {
 	if b == nil {
 		return Result{}, ErrNoBundle
 	}
-	return b.decide(ctx, in, e.clock())
+	return b.decide(ctx, in, e.clock(), e.gate.timeout)
 }
 
 // CheckApprover evaluates the approver policy: "" means the approval is
@@ -57,7 +79,7 @@ func (e *Engine) CheckApprover(ctx context.Context, in ApproverInput) (Refusal, 
 	if b == nil {
 		return "", ErrNoBundle
 	}
-	return b.checkApprover(ctx, in, e.clock())
+	return b.checkApprover(ctx, in, e.clock(), e.gate.timeout)
 }
 
 // Active returns the active bundle, or nil.
@@ -90,10 +112,12 @@ type Activation struct {
 }
 
 // Activate makes b the active bundle if it passes the gate (Check), or
-// unconditionally for a break-glass activation. Every attempt is recorded
+// without the gate for a break-glass activation. Every attempt is recorded
 // in the history, before the swap. A bundle that fails the gate leaves the
 // active one in force; the error is a *GateError carrying the Report, which
-// is also returned.
+// is also returned. A bundle that calls a forbidden built-in is refused
+// even with break glass (*ForbiddenBuiltinError), and one without Rego
+// tests is refused by the gate (ErrNoTests); both are recorded as rejected.
 func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report, error) {
 	if b == nil {
 		return Report{}, fmt.Errorf("%w: no bundle to activate", ErrInvalidBundle)
@@ -102,9 +126,16 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		return Report{}, ErrReasonRequired
 	}
 	report := Report{Revision: b.revision, Digest: b.digest}
+	if err := e.gate.admit(b); err != nil {
+		return report, e.reject(ctx, b, a, err)
+	}
 	if !a.BreakGlass {
 		var err error
-		if report, err = Check(ctx, b); err != nil {
+		report, err = e.gate.check(ctx, b)
+		if refused(err) {
+			return report, e.reject(ctx, b, a, err)
+		}
+		if err != nil {
 			return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 		}
 	}
@@ -138,14 +169,36 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	return report, nil
 }
 
+// reject records a refused activation and returns its error. The refusal
+// is the record's one failure, so the history shows why.
+func (e *Engine) reject(ctx context.Context, b *Bundle, a Activation, refusal error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec := HistoryRecord{
+		Revision: b.revision, Digest: b.digest, Status: StatusRejected, By: a.By, At: e.clock().UTC(),
+		BreakGlass: a.BreakGlass, Reason: a.Reason, Failures: []CaseResult{refusalCase(refusal)}, Bundle: b.archive,
+	}
+	if err := e.history.Record(ctx, rec); err != nil {
+		return fmt.Errorf("policy: activate %s: record history: %w", b.revision, err)
+	}
+	return fmt.Errorf("policy: activate %s: %w", b.revision, refusal)
+}
+
 // Restore makes b active without the gate and without a history record.
 // It is for start-up only, to load again the bundle the history already
-// records as active; anything else goes through Activate.
-func (e *Engine) Restore(b *Bundle) {
+// records as active; anything else goes through Activate. A bundle that
+// calls a forbidden built-in is not installed even so (it could only have
+// been activated by an engine without the allowlist): the engine stays
+// without a bundle, which fails every decision closed.
+func (e *Engine) Restore(b *Bundle) error {
 	if b == nil {
-		return
+		return fmt.Errorf("%w: no bundle to restore", ErrInvalidBundle)
+	}
+	if err := e.gate.admit(b); err != nil {
+		return fmt.Errorf("policy: restore %s: %w", b.revision, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.active.Store(b)
+	return nil
 }

@@ -71,6 +71,15 @@ func TestDecideTools(t *testing.T) {
 		{"no user", policy.Input{Tool: tool.LookupOrder, Args: tool.Args{Order: "O-1001"}, Order: order("O-1001")}, policy.Deny, "R0-unknown-user"},
 		{"no order", policy.Input{User: repAna, Tool: tool.IssueRefund, Args: tool.Args{Order: "O-1001", Amount: 100}}, policy.Deny, "R2-order-outside-region"},
 		{"unknown tool", policy.Input{User: repAna, Tool: "delete_order", Order: order("O-1001")}, policy.Deny, "default-deny"},
+		{"second reship of an order needs a lead", reship("O-1001", 1), policy.RequireApproval, "R10-order-already-reshipped"},
+		{"second reship above the approval value is still R10", reship("O-1002", 1), policy.RequireApproval, "R10-order-already-reshipped"},
+		{"third reship of an order is denied", reship("O-1001", 2), policy.Deny, "R11-reship-limit"},
+		{"any later reship is denied", reship("O-1001", 7), policy.Deny, "R11-reship-limit"},
+		{"a reship counted on an unshipped order is R8", func() policy.Input {
+			in := reship("O-1005", 2)
+			in.Order = notShipped
+			return in
+		}(), policy.Deny, "R8-order-not-shipped"},
 		{"split refund", func() policy.Input {
 			in := refund(repAna, "O-1001", 3000)
 			in.Totals.OrderRefunded = 3000

@@ -32,6 +32,23 @@ var (
 	// *GateError that carries the Report.
 	ErrGateFailed = errors.New("policy: bundle failed the gate")
 
+	// ErrForbiddenBuiltin means a bundle calls a built-in function outside
+	// the capabilities allowlist (Capabilities): one that reaches the
+	// network, reads the clock or randomness, or writes outside. The error
+	// is a *ForbiddenBuiltinError naming the built-in and the file. Such a
+	// bundle is refused on every path, break-glass included, and recorded
+	// as rejected.
+	ErrForbiddenBuiltin = errors.New("policy: bundle uses a forbidden built-in")
+
+	// ErrNoTests means a candidate ships no Rego tests of its own: the gate
+	// refuses it, and records it as rejected, as it does a failing one.
+	ErrNoTests = errors.New("policy: bundle has no Rego tests")
+
+	// ErrTimeout means an evaluation ran past its deadline (Options.Timeout)
+	// and was stopped. The call fails closed; nothing was decided, so the
+	// caller may try again.
+	ErrTimeout = errors.New("policy: evaluation exceeded its deadline")
+
 	// ErrReasonRequired means a break-glass activation came without a
 	// written reason.
 	ErrReasonRequired = errors.New("policy: break-glass activation needs a reason")
@@ -50,3 +67,19 @@ func (e *GateError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrGateFailed) hold.
 func (e *GateError) Unwrap() error { return ErrGateFailed }
+
+// ForbiddenBuiltinError is the error of a bundle that calls a built-in the
+// capabilities allowlist leaves out. It matches ErrForbiddenBuiltin.
+type ForbiddenBuiltinError struct {
+	Builtin string // "http.send"
+	File    string // the module's path in the bundle, "/call/call.rego"
+	Row     int
+}
+
+func (e *ForbiddenBuiltinError) Error() string {
+	return fmt.Sprintf("%v: %s in %s:%d; policies may not reach the network, the clock or randomness: "+
+		"take facts and the time from the input and remove the call", ErrForbiddenBuiltin, e.Builtin, e.File, e.Row)
+}
+
+// Unwrap makes errors.Is(err, ErrForbiddenBuiltin) hold.
+func (e *ForbiddenBuiltinError) Unwrap() error { return ErrForbiddenBuiltin }

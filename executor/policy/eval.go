@@ -2,12 +2,14 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/countersign/countersign/executor/money"
 )
@@ -20,12 +22,30 @@ var (
 	noEarlyExit = rego.EvalEarlyExit(false)
 )
 
+// eval runs one prepared query under a deadline: a bundle that loops on
+// some input is stopped (OPA checks for cancellation in every expression
+// and inside numbers.range) and the caller gets ErrTimeout, never a result.
+func (b *Bundle) eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, now time.Time, timeout time.Duration) (rego.ResultSet, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input), rego.EvalTime(now), noMetrics, noEarlyExit)
+	if err == nil {
+		return rs, nil
+	}
+	// Stopped inside numbers.range, the error is OPA's cancel error, which
+	// does not wrap context.DeadlineExceeded: ask the context why.
+	if (topdown.IsCancel(err) || errors.Is(err, context.DeadlineExceeded)) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: revision %s did not answer within %v", ErrTimeout, b.revision, timeout)
+	}
+	return nil, fmt.Errorf("policy: evaluate %s: %w", b.revision, err)
+}
+
 // decide evaluates the call policy. The input is built as an ast.Value by
 // hand: EvalInput would round-trip a Go value through JSON on every call.
-func (b *Bundle) decide(ctx context.Context, in Input, now time.Time) (Result, error) {
-	rs, err := b.call.Eval(ctx, rego.EvalParsedInput(callInput(in)), rego.EvalTime(now), noMetrics, noEarlyExit)
+func (b *Bundle) decide(ctx context.Context, in Input, now time.Time, timeout time.Duration) (Result, error) {
+	rs, err := b.eval(ctx, b.call, callInput(in), now, timeout)
 	if err != nil {
-		return Result{}, fmt.Errorf("policy: evaluate %s: %w", b.revision, err)
+		return Result{}, err
 	}
 	obj, err := single(rs, callQuery, b.revision)
 	if err != nil {
@@ -40,10 +60,10 @@ func (b *Bundle) decide(ctx context.Context, in Input, now time.Time) (Result, e
 }
 
 // checkApprover evaluates the approver policy; "" means allowed.
-func (b *Bundle) checkApprover(ctx context.Context, in ApproverInput, now time.Time) (Refusal, error) {
-	rs, err := b.approver.Eval(ctx, rego.EvalParsedInput(approverInput(in)), rego.EvalTime(now), noMetrics, noEarlyExit)
+func (b *Bundle) checkApprover(ctx context.Context, in ApproverInput, now time.Time, timeout time.Duration) (Refusal, error) {
+	rs, err := b.eval(ctx, b.approver, approverInput(in), now, timeout)
 	if err != nil {
-		return "", fmt.Errorf("policy: evaluate %s: %w", b.revision, err)
+		return "", err
 	}
 	obj, err := single(rs, approverQuery, b.revision)
 	if err != nil {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -15,9 +16,69 @@ import (
 	"github.com/countersign/countersign/executor/money"
 )
 
-// testTimeout bounds each of a bundle's own Rego tests, so a candidate
-// cannot hang the gate.
-const testTimeout = 5 * time.Second
+// Deadlines of the gate's run of a bundle's own Rego tests, so that a
+// candidate cannot hang the gate. A test may legitimately take longer than
+// one decision (Options.Timeout): it may check a table of dozens of
+// decisions in one `every`, and the tester compiles as it goes. The shipped
+// tests take under 10 ms each, so a second each is two orders of magnitude
+// of room. testsBudget bounds them all together: tests run two or so at a
+// time, and without it a bundle of many slow tests would hold the upload
+// for minutes.
+const (
+	testTimeout = time.Second
+	testsBudget = 10 * time.Second
+)
+
+// gate is how a candidate is checked: the built-ins its tests may call and
+// the deadlines, as the engine that activates it has them (Options).
+type gate struct {
+	timeout      time.Duration // of a decision in production
+	unrestricted bool
+}
+
+// caseTimeout is the deadline of one pinned case: the production deadline,
+// but never under testTimeout. The gate judges the bundle, not the load of
+// the machine at upload time: at 100 ms a busy host (a CI runner, a start-up
+// beside other work) once failed a case of a sound bundle, which also stops
+// a dev stack from starting. A bundle that loops is caught either way; one
+// merely slower than production's deadline passes and fails closed live.
+func (g gate) caseTimeout() time.Duration { return max(g.timeout, testTimeout) }
+
+func defaultGate() gate { return gate{timeout: DefaultTimeout} }
+
+func (g gate) capabilities() *ast.Capabilities {
+	if g.unrestricted {
+		return allCapabilities()
+	}
+	return Capabilities()
+}
+
+// admit refuses a bundle whose production rules call a forbidden built-in.
+func (g gate) admit(b *Bundle) error {
+	if b.forbidden != nil && !g.unrestricted {
+		return b.forbidden
+	}
+	return nil
+}
+
+// refused reports whether a gate error is a refusal of the candidate (to
+// record as rejected) rather than a gate that could not run.
+func refused(err error) bool {
+	return errors.Is(err, ErrForbiddenBuiltin) || errors.Is(err, ErrNoTests)
+}
+
+// refusalCase is a refusal as the one failure of a history record.
+func refusalCase(err error) CaseResult {
+	var fe *ForbiddenBuiltinError
+	switch {
+	case errors.As(err, &fe):
+		return CaseResult{Case: fmt.Sprintf("forbidden built-in %s in %s:%d", fe.Builtin, fe.File, fe.Row),
+			Expected: "allowed built-ins only", Got: fe.Builtin, Error: err.Error()}
+	case errors.Is(err, ErrNoTests):
+		return CaseResult{Case: "bundle without Rego tests", Expected: "at least one test", Got: "none", Error: err.Error()}
+	}
+	return CaseResult{Case: "refused", Error: err.Error()}
+}
 
 // Report is what the gate found in a candidate bundle.
 type Report struct {
@@ -73,22 +134,34 @@ func (c CaseResult) Pass() bool {
 // data says, so a bundle that loosens a limit fails the pinned cases even if
 // its own tests (which set their limits) still pass.
 //
-// A bundle that fails is reported, not returned as an error; the error is
-// for a gate that could not run (a cancelled context).
+// A bundle that fails is reported, not returned as an error. The error is
+// a refusal (*ForbiddenBuiltinError, ErrNoTests: the bundle cannot be
+// judged by its tests at all) or a gate that could not run (a cancelled
+// context). Check runs as an engine with default Options does.
 func Check(ctx context.Context, b *Bundle) (Report, error) {
+	return defaultGate().check(ctx, b)
+}
+
+func (g gate) check(ctx context.Context, b *Bundle) (Report, error) {
 	r := Report{Revision: b.revision, Digest: b.digest}
-	passed, failures, err := runRegoTests(ctx, b)
+	if err := g.admit(b); err != nil {
+		return r, err
+	}
+	passed, failures, err := g.runRegoTests(ctx, b)
 	if err != nil {
 		return r, err
 	}
 	r.TestsPassed, r.TestFailures = passed, failures
-	r.Cases = runPinned(ctx, b)
+	r.Cases = g.runPinned(ctx, b)
 	return r, ctx.Err()
 }
 
 // runRegoTests runs the bundle's *_test.rego with OPA's tester in process,
-// on a private parse of the bundle and a store of its own.
-func runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
+// on a private parse of the bundle and a store of its own, compiled under
+// the same capabilities as production: the tester has no setter for them,
+// so it gets a compiler that carries them (and the Rego version, which
+// SetDefaultRegoVersion no longer sets once a compiler is given).
+func (g gate) runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
 	raw, err := readBundle(b.archive)
 	if err != nil {
 		return 0, nil, err
@@ -99,14 +172,22 @@ func runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
 		return 0, nil, fmt.Errorf("policy: gate: %w", err)
 	}
 	defer store.Abort(ctx, txn)
+	budget, cancel := context.WithTimeout(ctx, testsBudget)
+	defer cancel()
 	ch, err := tester.NewRunner().
+		SetCompiler(newCompiler(g.capabilities())).
 		SetStore(store).
 		SetBundles(map[string]*bundle.Bundle{"candidate": &raw}).
-		SetDefaultRegoVersion(ast.RegoV1).
 		RaiseBuiltinErrors(true).
 		SetTimeout(testTimeout).
-		RunTests(ctx, txn)
+		RunTests(budget, txn)
 	if err != nil {
+		var errs ast.Errors
+		if errors.As(err, &errs) {
+			if fe := forbiddenIn(errs); fe != nil {
+				return 0, nil, fe
+			}
+		}
 		// Tests that do not compile are a failed gate, not a broken one.
 		return 0, []string{"tests do not compile: " + err.Error()}, ctx.Err()
 	}
@@ -123,6 +204,12 @@ func runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
 			failures = append(failures, fmt.Sprintf("%s.%s: FAIL", res.Package, res.Name))
 		}
 	}
+	if budget.Err() != nil && ctx.Err() == nil {
+		failures = append(failures, fmt.Sprintf("rego tests: stopped after %v, the gate's budget for all of them", testsBudget))
+	}
+	if passed+len(failures) == 0 {
+		return 0, nil, fmt.Errorf("%w: revision %s; add *_test.rego files with test_ rules that pin its decisions", ErrNoTests, b.revision)
+	}
 	slices.Sort(failures)
 	return passed, failures, ctx.Err()
 }
@@ -131,28 +218,35 @@ func runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
 // answers the same on every run. The approver cases carry their own times.
 var gateTime = time.Unix(1_700_000_000, 0).UTC()
 
-func runPinned(ctx context.Context, b *Bundle) []CaseResult {
+// runPinned answers every pinned case under caseTimeout. A case that times
+// out fails, with Got "timeout".
+func (g gate) runPinned(ctx context.Context, b *Bundle) []CaseResult {
 	out := make([]CaseResult, 0, len(callCases)+len(approverCases))
 	for _, c := range callCases {
 		r := CaseResult{Case: c.name, Amount: c.amount, Expected: string(c.want), ExpectedRule: c.rule}
-		got, err := b.decide(ctx, c.input(), gateTime)
-		if err != nil {
-			r.Error = err.Error()
-		}
+		got, err := b.decide(ctx, c.input(), gateTime, g.caseTimeout())
 		r.Got, r.GotRule = string(got.Decision), got.Rule
-		out = append(out, r)
+		out = append(out, withError(r, err))
 	}
 	for _, c := range approverCases {
 		r := CaseResult{Case: c.name, Amount: c.in.Amount, Expected: verdict(c.want)}
-		got, err := b.checkApprover(ctx, c.in, gateTime)
-		if err != nil {
-			r.Error = err.Error()
-		} else {
+		got, err := b.checkApprover(ctx, c.in, gateTime, g.caseTimeout())
+		if err == nil {
 			r.Got = verdict(got)
 		}
-		out = append(out, r)
+		out = append(out, withError(r, err))
 	}
 	return out
+}
+
+func withError(r CaseResult, err error) CaseResult {
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if errors.Is(err, ErrTimeout) {
+		r.Got = "timeout"
+	}
+	return r
 }
 
 func verdict(r Refusal) string {

@@ -68,6 +68,18 @@ func bigRefund(amount money.Cents) policy.Input {
 	}
 }
 
+// reship is a reship by rep-ana of a fixture order that was reshipped n
+// times before, in any workflow.
+func reship(orderID string, n int) policy.Input {
+	return policy.Input{
+		User:   repAna,
+		Tool:   tool.ReshipOrder,
+		Args:   tool.Args{Order: orderID},
+		Order:  order(orderID),
+		Totals: policy.Totals{OrderReships: n},
+	}
+}
+
 func embedded(t testing.TB, name string) *policy.Bundle {
 	t.Helper()
 	dir, err := bundles.Open(name)

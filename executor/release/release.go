@@ -98,7 +98,9 @@ func (s *Service) Restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore active bundle: %w", err)
 	}
-	s.policy.Restore(b)
+	if err := s.policy.Restore(b); err != nil {
+		return fmt.Errorf("restore active bundle: %w", err)
+	}
 	return nil
 }
 

@@ -74,6 +74,9 @@ type Options struct {
 	// Background starts the periodic reconciliation (every 5 minutes) and
 	// the monitors (every minute), as serve does.
 	Background bool
+	// PolicyTimeout bounds each policy evaluation (policy.Options.Timeout).
+	// Default policy.DefaultTimeout.
+	PolicyTimeout time.Duration
 }
 
 // External names the systems a production sidecar talks to.
@@ -199,7 +202,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.closers = append(st.closers, st.Store.Close)
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now})
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ orders := {
 	"O-9000": {"id": "O-9000", "region": "EU", "customer": "customer-9", "paid": 100000, "status": "shipped"},
 }
 
-no_totals := {"order_refunded": 0, "rep_day": 0, "agent_hour": 0}
+no_totals := {"order_refunded": 0, "rep_day": 0, "agent_hour": 0, "order_reships": 0}
 
 refund(user, order_id, amount, totals) := {
 	"user": user,
@@ -298,4 +298,50 @@ test_r9_paid_at_threshold_allowed if {
 
 test_r9_paid_one_cent_over_threshold if {
 	decide(reship(object.union(orders["O-1001"], {"paid": 30001}))) == approval("R9-reship-needs-approval")
+}
+
+# --- R10, R11 reships of one order across workflows ---
+
+reshipped(order, n) := replace(reship(order), "totals", object.union(no_totals, {"order_reships": n}))
+
+test_r10_second_reship_needs_approval if {
+	decide(reshipped(orders["O-1001"], 1)) == approval("R10-order-already-reshipped")
+}
+
+test_r10_second_reship_above_value_still_r10 if {
+	decide(reshipped(object.union(orders["O-1001"], {"paid": 30001}), 1)) == approval("R10-order-already-reshipped")
+}
+
+test_r11_third_reship_denied if {
+	every n in [2, 3, 100] {
+		decide(reshipped(orders["O-1001"], n)) == deny("R11-reship-limit")
+	}
+}
+
+test_r11_mistyped_reships_denied if {
+	every n in ["0", "1", null, false, true, -1, 0.5, [0], {}] {
+		decide(reshipped(orders["O-1001"], n)) == deny("R11-reship-limit")
+	}
+}
+
+test_r11_missing_reships_denied if {
+	call_input := replace(reship(orders["O-1001"]), "totals", object.remove(no_totals, ["order_reships"]))
+	decide(call_input) == deny("R11-reship-limit")
+}
+
+test_r11_missing_totals_denied if {
+	decide(object.remove(reship(orders["O-1001"]), ["totals"])) == deny("R11-reship-limit")
+}
+
+test_r8_not_shipped_before_reship_count if {
+	decide(reshipped(orders["O-1005"], 2)) == deny("R8-order-not-shipped")
+}
+
+test_r9_first_reship_keeps_its_meaning if {
+	decide(reshipped(object.union(orders["O-1001"], {"paid": 30001}), 0)) == approval("R9-reship-needs-approval")
+}
+
+test_refund_ignores_reship_count if {
+	totals := object.union(no_totals, {"order_reships": 5})
+	decide(refund(rep_ana, "O-1001", 3000, totals)) == allow
 }

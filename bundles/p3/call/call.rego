@@ -50,9 +50,16 @@ refund_decision := deny("R3-refund-over-ceiling") if {
 	not within_auto_refund
 } else := allow
 
-# R8-R9 apply to reshipments.
+# R8-R11 apply to reshipments. R10 and R11 count the order's reships in
+# every workflow (done, started or unknown), so splitting reships across
+# workflows meets the same limit. R11 is written on the first reship, so an
+# order_reships that is missing, mistyped, fractional or negative denies.
 reship_decision := deny("R8-order-not-shipped") if {
 	not input.order.status == "shipped"
+} else := require_approval("R10-order-already-reshipped") if {
+	input.totals.order_reships == 1
+} else := deny("R11-reship-limit") if {
+	not first_reship
 } else := require_approval("R9-reship-needs-approval") if {
 	not within_reship_auto
 } else := allow
@@ -123,3 +130,7 @@ within_auto_refund if {
 }
 
 within_reship_auto if input.order.paid <= data.countersign.limits.reship_approval_value
+
+# No reship of this order yet. Only the number 0 passes: null, strings and
+# booleans never equal it.
+first_reship if input.totals.order_reships == 0
