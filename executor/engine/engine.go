@@ -59,6 +59,11 @@ type Controls struct {
 	// order's shipments against the baseline, which cannot tell its own
 	// shipment from another workflow's.
 	ResolveByReference bool
+	// RestrictedBuiltins compiles every bundle under a capabilities
+	// allowlist (no network, clock, randomness); removed, a bundle may call
+	// http.send or read the wall clock. The policy engine enforces it:
+	// whoever builds it passes it on.
+	RestrictedBuiltins bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -66,7 +71,7 @@ func DefaultControls() Controls {
 	return Controls{
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
-		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true,
+		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
 	}
 }
 

@@ -24,13 +24,14 @@ const (
 	ReshipHistory          Control = "reship_history"
 	NarrowDelegation       Control = "narrow_delegation"
 	ResolveByReference     Control = "resolve_by_reference"
+	RestrictedBuiltins     Control = "restricted_builtins"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -63,6 +64,8 @@ func Without(cs ...Control) engine.Controls {
 			c.NarrowDelegation = false
 		case ResolveByReference:
 			c.ResolveByReference = false
+		case RestrictedBuiltins:
+			c.RestrictedBuiltins = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

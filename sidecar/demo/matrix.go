@@ -57,6 +57,11 @@ func Checks() []Check {
 		{Test: "policy bug, token ceiling holds", Removes: []Control{DownstreamCeiling}, Run: tokenCeiling},
 		{Test: "tool switched off mid-run", Removes: []Control{CheckSwitchAtExecution}, Run: switchedOffMidRun},
 		{Test: "approver authority rules", Run: approverRules},
+		{Test: "captured reship token replayed", Removes: []Control{SingleUseTokens}, Run: replayedToken},
+		{Test: "one order reshipped in four workflows", Removes: []Control{ReshipHistory}, Run: reshipAcrossWorkflows},
+		{Test: "narrower token in an older workflow", Removes: []Control{NarrowDelegation}, Run: narrowedToken},
+		{Test: "unknown reship, another workflow ships", Removes: []Control{ResolveByReference}, Run: unknownReshipCredit},
+		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
 	}
 }
 

@@ -32,6 +32,8 @@ type setup struct {
 	controls  engine.Controls
 	clock     *simclock.Clock
 	failpoint func(string) error
+	// attemptTimeout bounds each call to a system of record (default 10 s).
+	attemptTimeout time.Duration
 }
 
 // stack is one running devstack with the helpers the scenarios share.
@@ -60,7 +62,8 @@ func start(ctx context.Context, dir string, s setup) (*stack, error) {
 		s.clock = newClock()
 	}
 	c := s.controls
-	st, err := devstack.Start(ctx, devstack.Options{DataDir: dir, Clock: s.clock, Controls: &c, Failpoint: s.failpoint})
+	st, err := devstack.Start(ctx, devstack.Options{DataDir: dir, Clock: s.clock, Controls: &c, Failpoint: s.failpoint,
+		AttemptTimeout: s.attemptTimeout})
 	if err != nil {
 		if st != nil { // up, but the resume at start failed
 			st.Close()

@@ -77,6 +77,9 @@ type Options struct {
 	// PolicyTimeout bounds each policy evaluation (policy.Options.Timeout).
 	// Default policy.DefaultTimeout.
 	PolicyTimeout time.Duration
+	// AttemptTimeout bounds each call to a system of record
+	// (dispatch.Options.AttemptTimeout). Default dispatch.DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
 }
 
 // External names the systems a production sidecar talks to.
@@ -138,8 +141,8 @@ func FixtureOrders() []orders.Order {
 	return out
 }
 
-// agentID is the act.sub of every actor token the stack mints.
-const agentID = "quillfeather-support-agent"
+// AgentID is the act.sub of every actor token the stack mints.
+const AgentID = "quillfeather-support-agent"
 
 type wallClock struct{}
 
@@ -202,7 +205,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.closers = append(st.closers, st.Store.Close)
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout})
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout,
+		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
 		return nil, err
@@ -215,14 +219,15 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		return nil, err
 	}
 	st.Systems, err = systems.New(systems.Options{
-		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: agentID, Logger: o.Logger,
+		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: AgentID, Logger: o.Logger,
+		AttemptTimeout: o.AttemptTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 	st.Engine = engine.New(engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
-		Agent: agentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics, Audit: st.Audit,
+		Agent: AgentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics, Audit: st.Audit,
 	})
 	if st.Reconcile, err = reconcile.New(reconcile.Options{
 		Records: reconcile.FromStore(st.Store), Ledger: st.Systems.Dispatcher().Ledger(),
