@@ -1,8 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
 )
@@ -51,6 +50,10 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusUnauthorized, Code: string(ue.Code), Message: ue.Message}
 	case errors.Is(err, authn.ErrUnauthenticated):
 		return newError(http.StatusUnauthorized, "unauthenticated", "%v", err)
+	case errors.Is(err, strictjson.ErrMalformed):
+		return newError(http.StatusBadRequest, "malformed_json", "%v", err)
+	case errors.Is(err, strictjson.ErrUnknownField), errors.Is(err, strictjson.ErrType):
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "%v", err)
 	case errors.As(err, &se):
 		return newError(http.StatusUnprocessableEntity, "invalid_args", "%v", se)
 	case errors.As(err, &ie):
@@ -158,9 +161,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 }
 
-// decodeJSON decodes a request body strictly: JSON content type, one value,
-// no unknown fields. Malformed JSON is 400; well-formed JSON that breaks the
-// schema is 422.
+// decodeJSON decodes a request body with strictjson: JSON content type, one
+// value, no duplicate or case-variant names at any depth (400
+// malformed_json), no unknown fields and no wrong types (422).
 func decodeJSON(c echo.Context, v any) error {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); !isJSON(ct) {
@@ -176,20 +179,7 @@ func decodeJSON(c echo.Context, v any) error {
 		}
 		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
 	}
-	var raw json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return newError(http.StatusBadRequest, "malformed_json", "request body is not one valid JSON value: %v", err)
-	}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "request body must be a JSON object")
-	}
-	strict := json.NewDecoder(bytes.NewReader(raw))
-	strict.DisallowUnknownFields()
-	if err := strict.Decode(v); err != nil {
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "%v", err)
-	}
-	return nil
+	return strictjson.Decode(body, v) // classify answers its refusals
 }
 
 // overLimit reports whether reading a body failed because it passed the

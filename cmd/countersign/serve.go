@@ -83,7 +83,7 @@ system and its workflows as they were.`,
 			}
 			st, err := devstack.Start(cmd.Context(), opts)
 			if err != nil {
-				return err
+				return withFlagAdvice(err)
 			}
 			log.Info("countersign serving", "dev", dev, "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
 				"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", data)
@@ -111,6 +111,22 @@ system and its workflows as they were.`,
 	cmd.Flags().DurationVar(&policyTime, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
 	cmd.Flags().StringVar(&issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	return cmd
+}
+
+// withFlagAdvice adds to a start-up problem a person fixes which flag to
+// change, keeping it one line.
+func withFlagAdvice(err error) error {
+	var se *devstack.StartError
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Kind {
+	case devstack.ErrAddrInUse:
+		return fmt.Errorf("%w: stop it or pass --listen with another address", err)
+	case devstack.ErrDataDirLocked:
+		return fmt.Errorf("%w: stop it or pass --data with another directory", err)
+	}
+	return fmt.Errorf("%w: pass --data with a directory this user can write", err)
 }
 
 // externalSystems checks the production flags, reporting every problem at once.

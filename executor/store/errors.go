@@ -11,4 +11,8 @@ var (
 	// ErrLocked: another process holds the database file. countersign is a
 	// single writer per data dir; stop the other process or use another dir.
 	ErrLocked = errors.New("database is locked by another process")
+	// ErrUnwritable: the database file or its directory cannot be created
+	// or written (no permission, a read-only file system, or a path through
+	// a regular file). Use a directory this process can write.
+	ErrUnwritable = errors.New("database directory is not writable")
 )

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -53,7 +55,7 @@ func Open(path string, opts Options) (*DB, error) {
 		opts.Timeout = time.Second
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
 	}
 	// The freelist is rebuilt at open instead of written on every commit:
 	// otherwise each commit writes a freelist that grows with the file, and
@@ -64,7 +66,7 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
 	}
 	err = b.Update(func(btx *bolt.Tx) error {
 		// A store written before the reship index existed gets it built
@@ -85,6 +87,15 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
 	return &DB{bolt: b}, nil
+}
+
+// classifyOpen adds ErrUnwritable to an error that a person fixes by
+// choosing another directory, keeping the cause.
+func classifyOpen(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("%w: %w", ErrUnwritable, err)
+	}
+	return err
 }
 
 // Close releases the file.

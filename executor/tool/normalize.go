@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/strictjson"
 )
 
 // ErrUnknownTool is returned for a tool name outside the catalog.
@@ -32,7 +32,9 @@ func (e *SchemaError) Error() string {
 var orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
 
 // Normalize decodes raw strictly against the tool's schema: a single JSON
-// object, no duplicate keys, no unknown fields, an order id matching
+// object read by strictjson (no duplicate or case-variant names at any
+// depth, no trailing data: those errors wrap strictjson.ErrMalformed), no
+// unknown fields, an order id matching
 // ^O-[0-9]{1,12}$, and for refunds a positive integer amount of cents.
 func Normalize(name Name, raw json.RawMessage) (Args, error) {
 	a, extra, err := decode(name, raw)
@@ -60,31 +62,43 @@ func decode(name Name, raw json.RawMessage) (Args, map[string]json.RawMessage, e
 	if err != nil {
 		return Args{}, nil, err
 	}
-	var a Args
-	orderRaw, ok := fields["order"]
-	if !ok {
-		return Args{}, nil, &SchemaError{Field: "order", Problem: "required"}
+	// Take every schema field before judging any, so a case-variant name
+	// is refused as malformed whatever else is wrong.
+	orderRaw, err := take(fields, "order")
+	if err != nil {
+		return Args{}, nil, err
 	}
-	delete(fields, "order")
-	if err := json.Unmarshal(orderRaw, &a.Order); err != nil || orderRaw[0] != '"' {
-		return Args{}, nil, &SchemaError{Field: "order", Problem: "must be a string"}
-	}
-	if !orderID.MatchString(a.Order) {
-		return Args{}, nil, &SchemaError{Field: "order", Problem: "must match ^O-[0-9]{1,12}$"}
-	}
+	var amountRaw json.RawMessage
 	if name == IssueRefund {
-		amountRaw, ok := fields["amount"]
-		if !ok {
-			return Args{}, nil, &SchemaError{Field: "amount", Problem: "required (integer cents)"}
-		}
-		delete(fields, "amount")
-		c, err := positiveCents(amountRaw)
-		if err != nil {
+		if amountRaw, err = take(fields, "amount"); err != nil {
 			return Args{}, nil, err
 		}
-		a.Amount = c
 	}
-	return a, fields, nil
+	a, err := validate(name, orderRaw, amountRaw)
+	return a, fields, err
+}
+
+// validate judges the schema fields' values; nil is an absent field.
+func validate(name Name, orderRaw, amountRaw json.RawMessage) (Args, error) {
+	var a Args
+	if orderRaw == nil {
+		return Args{}, &SchemaError{Field: "order", Problem: "required"}
+	}
+	if err := json.Unmarshal(orderRaw, &a.Order); err != nil || orderRaw[0] != '"' {
+		return Args{}, &SchemaError{Field: "order", Problem: "must be a string"}
+	}
+	if !orderID.MatchString(a.Order) {
+		return Args{}, &SchemaError{Field: "order", Problem: "must match ^O-[0-9]{1,12}$"}
+	}
+	if name != IssueRefund {
+		return a, nil
+	}
+	if amountRaw == nil {
+		return Args{}, &SchemaError{Field: "amount", Problem: "required (integer cents)"}
+	}
+	var err error
+	a.Amount, err = positiveCents(amountRaw)
+	return a, err
 }
 
 // MaxAmount is the largest amount accepted: 2^53-1 cents, the largest
@@ -111,36 +125,30 @@ func positiveCents(raw json.RawMessage) (money.Cents, error) {
 	return money.Cents(n), nil
 }
 
-// objectFields splits one JSON object into its members, refusing anything
-// else: another JSON type, duplicate keys (which decoders resolve
-// differently), or trailing data.
-func objectFields(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+// objectFields splits raw into its members with the strict decoder: missing
+// args and another JSON type are schema errors (422); a body another reader
+// could read differently (duplicate or case-variant names, trailing data) is
+// strictjson's ErrMalformed, answered 400.
+func objectFields(raw json.RawMessage) (strictjson.Members, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, &SchemaError{Problem: "required: a JSON object"}
+	}
+	fields, err := strictjson.Object(raw)
+	if errors.Is(err, strictjson.ErrType) {
 		return nil, &SchemaError{Problem: "must be a JSON object"}
 	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, &SchemaError{Problem: "malformed object"}
-		}
-		key := tok.(string) // inside an object the decoder only yields string keys here
-		if _, dup := fields[key]; dup {
-			return nil, &SchemaError{Field: key, Problem: "duplicate key"}
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, &SchemaError{Field: key, Problem: "malformed value"}
-		}
-		fields[key] = bytes.TrimSpace(v)
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, &SchemaError{Problem: "malformed object"}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &SchemaError{Problem: "trailing data after the object"}
+	if err != nil {
+		return nil, fmt.Errorf("args: %w", err)
 	}
 	return fields, nil
+}
+
+// take removes a field of the tool's schema from fields (nil: absent); a
+// case variant of its name is malformed, not an unknown field.
+func take(fields strictjson.Members, name string) (json.RawMessage, error) {
+	v, _, err := fields.Take(name)
+	if err != nil {
+		return nil, fmt.Errorf("args: %w", err)
+	}
+	return v, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 )
 
@@ -14,7 +15,7 @@ func TestNormalize(t *testing.T) {
 		tool    tool.Name
 		raw     string
 		want    tool.Args
-		wantErr string // the SchemaError field, "" for the object itself; "-" for success
+		wantErr string // the SchemaError field, "" for the object itself; "-" for success; "!" for strictjson.ErrMalformed
 	}{
 		{"refund", tool.IssueRefund, `{"order":"O-1001","amount":3000}`, tool.Args{Order: "O-1001", Amount: 3000}, "-"},
 		{"refund with spaces", tool.IssueRefund, ` { "amount" : 1 , "order" : "O-1" } `, tool.Args{Order: "O-1", Amount: 1}, "-"},
@@ -35,9 +36,17 @@ func TestNormalize(t *testing.T) {
 		{"order id too long", tool.ReshipOrder, `{"order":"O-1234567890123"}`, tool.Args{}, "order"},
 		{"order id with newline", tool.ReshipOrder, `{"order":"O-1\n"}`, tool.Args{}, "order"},
 		{"numeric order", tool.ReshipOrder, `{"order":1001}`, tool.Args{}, "order"},
-		{"duplicate key", tool.IssueRefund, `{"order":"O-1001","amount":1,"amount":99999}`, tool.Args{}, "amount"},
+		{"a duplicate amount is malformed", tool.IssueRefund, `{"order":"O-1001","amount":1,"amount":99999}`, tool.Args{}, "!"},
+		{"a duplicate order is malformed", tool.ReshipOrder, `{"order":"O-1","order":"O-2"}`, tool.Args{}, "!"},
+		{"a case-variant duplicate of order is malformed", tool.ReshipOrder, `{"order":"O-1","ORDER":"O-2"}`, tool.Args{}, "!"},
+		{"a capitalised order is malformed", tool.LookupOrder, `{"Order":"O-1"}`, tool.Args{}, "!"},
+		{"a capitalised amount is malformed", tool.IssueRefund, `{"order":"O-1","Amount":3000}`, tool.Args{}, "!"},
+		{"a case variant is malformed even when the order id is also bad", tool.IssueRefund, `{"order":"bad","AMOUNT":3000}`, tool.Args{}, "!"},
+		{"a duplicate inside an unknown field is malformed", tool.ReshipOrder, `{"order":"O-1","x":{"a":1,"a":2}}`, tool.Args{}, "!"},
+		{"a capitalised amount on a reship is an unknown field", tool.ReshipOrder, `{"order":"O-1","Amount":1}`, tool.Args{}, "Amount"},
 		{"array", tool.IssueRefund, `[1,2]`, tool.Args{}, ""},
-		{"trailing data", tool.IssueRefund, `{"order":"O-1001","amount":1}{}`, tool.Args{}, ""},
+		{"null", tool.IssueRefund, `null`, tool.Args{}, ""},
+		{"trailing data is malformed", tool.IssueRefund, `{"order":"O-1001","amount":1}{}`, tool.Args{}, "!"},
 		{"empty", tool.IssueRefund, ``, tool.Args{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +54,13 @@ func TestNormalize(t *testing.T) {
 			if tc.wantErr == "-" {
 				if err != nil || got != tc.want {
 					t.Fatalf("Normalize = %+v, %v; want %+v", got, err, tc.want)
+				}
+				return
+			}
+			if tc.wantErr == "!" {
+				var se *tool.SchemaError
+				if !errors.Is(err, strictjson.ErrMalformed) || errors.As(err, &se) {
+					t.Fatalf("Normalize error = %v; want strictjson.ErrMalformed", err)
 				}
 				return
 			}
@@ -70,6 +86,14 @@ func TestLenientKeepsExtras(t *testing.T) {
 	}
 }
 
+func TestLenientStillRefusesMalformedArgs(t *testing.T) {
+	for _, raw := range []string{`{"order":"O-1002","Order":"O-1003","amount":1}`, `{"order":"O-1002","amount":1,"approved_by":"a","approved_by":"b"}`} {
+		if _, _, err := tool.Lenient(tool.IssueRefund, json.RawMessage(raw)); !errors.Is(err, strictjson.ErrMalformed) {
+			t.Errorf("Lenient(%s) = %v, want ErrMalformed", raw, err)
+		}
+	}
+}
+
 func TestCanonicalAndCallHash(t *testing.T) {
 	a := tool.Args{Order: "O-1001", Amount: 3000}
 	if got := string(tool.Canonical(tool.IssueRefund, a)); got != `{"amount":3000,"order":"O-1001"}` {
@@ -92,7 +116,7 @@ func TestCanonicalAndCallHash(t *testing.T) {
 }
 
 func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{`{"order":"O-1001","amount":3000}`, `{"order":"O-1"}`, `{"amount":1e3}`, `[]`, `{"order":"O-1","order":"O-2"}`} {
+	for _, s := range []string{`{"order":"O-1001","amount":3000}`, `{"order":"O-1"}`, `{"amount":1e3}`, `[]`, `{"order":"O-1","order":"O-2"}`, `{"Order":"O-1","amount":1}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

@@ -148,8 +148,11 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now().UTC() }
 
-// Start brings the stack up and serves until Close.
-func Start(ctx context.Context, o Options) (st *Stack, err error) {
+// Start brings the stack up and serves until Close. A data directory or
+// address a person must change is a *StartError. On any error what was
+// started is closed again; only after engine.ErrCrashed (a crash test's
+// failpoint during the start-up resume) is the closed stack returned too.
+func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("devstack: DataDir is required")
 	}
@@ -162,12 +165,31 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
-	st = &Stack{}
-	defer func() {
-		if err != nil {
-			st.Close()
-		}
-	}()
+	st := &Stack{}
+	err := st.start(ctx, o)
+	if err == nil {
+		return st, nil
+	}
+	st.Close()
+	if errors.Is(err, engine.ErrCrashed) {
+		return st, err
+	}
+	return nil, err
+}
+
+// start fills st in, appending a closer for everything it starts, so that
+// Close undoes exactly what a failed start got through.
+func (st *Stack) start(ctx context.Context, o Options) (err error) {
+	// The store first: it is what tells a data directory held by another
+	// process or not writable, before anything listens.
+	if st.Store, err = store.Open(filepath.Join(o.DataDir, StoreFile), store.Options{}); err != nil {
+		return storeError(o.DataDir, err)
+	}
+	st.closers = append(st.closers, st.Store.Close)
+	if err := recordPID(o.DataDir); err != nil {
+		return storeError(o.DataDir, fmt.Errorf("%w: %w", store.ErrUnwritable, err))
+	}
+	st.closers = append(st.closers, func() error { return os.Remove(filepath.Join(o.DataDir, PIDFile)) })
 	now := o.Clock.Now
 	serve := func(name string, h http.Handler) (string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -182,48 +204,44 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 
 	sidecarLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("devstack: listen for the sidecar: %w", err)
+		return listenError(o.Listen, err)
 	}
 	st.closers = append(st.closers, func() error { sidecarLn.Close(); return nil })
 	st.Endpoints.Sidecar = "http://" + sidecarLn.Addr().String()
 	jwksURL := st.Endpoints.Sidecar + "/.well-known/jwks.json"
 
 	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: now, Logger: o.Logger}); err != nil {
-		return nil, err
+		return err
 	}
 	if o.External != nil {
 		st.Endpoints.Ledger, st.Endpoints.Orders = o.External.LedgerURL, o.External.OrdersURL
 		if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.External.Issuers, Clock: now, Logger: o.Logger}); err != nil {
-			return nil, err
+			return err
 		}
 	} else if err := st.startSimulators(ctx, o, jwksURL, serve); err != nil {
-		return nil, err
+		return err
 	}
 
-	if st.Store, err = store.Open(filepath.Join(o.DataDir, StoreFile), store.Options{}); err != nil {
-		return nil, err
-	}
-	st.closers = append(st.closers, st.Store.Close)
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
 	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
-		return nil, err
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := telemetry.New(reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.Systems, err = systems.New(systems.Options{
 		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: AgentID, Logger: o.Logger,
 		AttemptTimeout: o.AttemptTimeout,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.Engine = engine.New(engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
@@ -233,7 +251,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		Records: reconcile.FromStore(st.Store), Ledger: st.Systems.Dispatcher().Ledger(),
 		Shipments: st.Systems.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if st.Monitor, err = monitor.New(monitor.Options{
 		Store: st.Store, Clock: now, Logger: o.Logger, Registerer: reg,
@@ -242,7 +260,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	unexplained := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "countersign_reconciliation_unexplained",
@@ -269,11 +287,11 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	// Finish what a crash may have left between decision and record.
 	if err := st.Engine.ResumeAll(ctx); err != nil {
 		if errors.Is(err, engine.ErrCrashed) {
-			return st, err
+			return err
 		}
 		o.Logger.Warn("resume at start incomplete", "err", err)
 	}
-	return st, nil
+	return nil
 }
 
 // startSimulators starts the ledger, the order system (seeded with the
@@ -362,8 +380,12 @@ func (st *Stack) WriteFiles(dir string) error {
 	return nil
 }
 
-// Close shuts the sidecar down gracefully, then everything else.
+// Close shuts the sidecar down gracefully, then everything else. It is safe
+// on a stack that failed half-way through Start, on nil, and twice.
 func (st *Stack) Close() error {
+	if st == nil {
+		return nil
+	}
 	var errs []error
 	if st.cancel != nil {
 		st.cancel()

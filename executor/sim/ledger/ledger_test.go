@@ -298,7 +298,7 @@ func TestStrictDecoding(t *testing.T) {
 		{"amount beyond int64", "", `{"order":"O-1001","amount":99999999999999999999}`, 422, "invalid_field"},
 		{"missing amount", "", `{"order":"O-1001"}`, 422, "invalid_field"},
 		{"bad order id", "", `{"order":"1001","amount":3000}`, 422, "invalid_field"},
-		{"duplicate key", "", `{"order":"O-1001","amount":3000,"amount":3000}`, 422, "invalid_field"},
+		{"duplicate key", "", `{"order":"O-1001","amount":3000,"amount":3000}`, 400, "malformed_json"},
 		{"key with a control character", "a\tb", refund30, 400, "invalid_idempotency_key"},
 		{"key too long", strings.Repeat("k", 256), refund30, 400, "invalid_idempotency_key"},
 		{"body over the limit", "", `{"order":"O-1001","amount":3000,"pad":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body_too_large"},

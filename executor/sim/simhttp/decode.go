@@ -3,57 +3,43 @@ package simhttp
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/countersign/countersign/executor/strictjson"
 )
 
 // Fields are the members of one strictly decoded JSON object. Handlers take
-// the fields they know; Done refuses whatever is left.
+// the fields they know; Done refuses whatever is left. A member named like a
+// field but for case ("Amount") is found when the handler takes that field,
+// so a body whose earlier field is invalid answers that 422 first.
 type Fields map[string]json.RawMessage
 
-// Object decodes body as exactly one JSON object: no other JSON type, no
-// duplicate keys (which decoders resolve differently), no trailing data.
-// An empty body is an empty object when emptyOK.
+// Object decodes body as exactly one JSON object with strictjson: no other
+// JSON type, no duplicate or case-variant names at any depth (which readers
+// resolve differently), no trailing data; all of those are 400
+// malformed_json. An empty body is an empty object when emptyOK.
 func Object(body []byte, emptyOK bool) (Fields, error) {
 	if emptyOK && len(bytes.TrimSpace(body)) == 0 {
 		return Fields{}, nil
 	}
-	malformed := func(why string) error {
-		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "the body must be one JSON object: %s", why)
+	m, err := strictjson.Object(body)
+	if err != nil {
+		return nil, Errorf(http.StatusBadRequest, CodeMalformedJSON, "the body must be one JSON object: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, malformed("it does not start with {")
+	return Fields(m), nil
+}
+
+// take removes the field name; a member named like it but for case is 400
+// malformed_json, never matched and never left for Done to call unknown.
+func (f Fields) take(name string) (json.RawMessage, bool, error) {
+	raw, ok, err := strictjson.Members(f).Take(name)
+	if err != nil {
+		return nil, false, Errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
 	}
-	f := Fields{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, malformed("bad member name")
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, malformed("bad member name")
-		}
-		if _, dup := f[key]; dup {
-			return nil, Errorf(http.StatusUnprocessableEntity, CodeInvalidField, "%q appears twice", key)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, malformed("bad value of " + strconv.Quote(key))
-		}
-		f[key] = v
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, malformed("unterminated object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed("data after the object")
-	}
-	return f, nil
+	return raw, ok, nil
 }
 
 func invalid(name, want string) error {
@@ -63,8 +49,10 @@ func invalid(name, want string) error {
 // String takes a required string field that matches pattern (nil: any
 // non-empty string of at most 200 bytes).
 func (f Fields) String(name string, pattern *regexp.Regexp) (string, error) {
-	raw, ok := f[name]
-	delete(f, name)
+	raw, ok, err := f.take(name)
+	if err != nil {
+		return "", err
+	}
 	want := "a non-empty string"
 	if pattern != nil {
 		want = "a string matching " + pattern.String()
@@ -84,10 +72,9 @@ func (f Fields) String(name string, pattern *regexp.Regexp) (string, error) {
 
 // Count takes an optional non-negative integer field (absent is 0).
 func (f Fields) Count(name string) (int, error) {
-	raw, ok := f[name]
-	delete(f, name)
-	if !ok {
-		return 0, nil
+	raw, ok, err := f.take(name)
+	if err != nil || !ok {
+		return 0, err
 	}
 	n, err := digits(raw)
 	if err != nil || n > 1<<31-1 {
@@ -99,8 +86,10 @@ func (f Fields) Count(name string) (int, error) {
 // Cents takes a required positive integer field: a JSON integer literal, no
 // fraction, exponent, sign or quotes (3000 is $30.00).
 func (f Fields) Cents(name string) (int64, error) {
-	raw, ok := f[name]
-	delete(f, name)
+	raw, ok, err := f.take(name)
+	if err != nil {
+		return 0, err
+	}
 	n, err := digits(raw)
 	if !ok || err != nil || n <= 0 {
 		return 0, invalid(name, "a positive integer number of cents (3000 is $30.00)")
