@@ -125,7 +125,7 @@ func narrowedToken(ctx context.Context, dir string, c engine.Controls) (Outcome,
 // resumed. Invariant: no more steps say done than shipments exist, so W1
 // does not claim W2's shipment.
 func unknownReshipCredit(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
-	st, err := start(ctx, dir, setup{controls: c, attemptTimeout: 300 * time.Millisecond})
+	st, err := start(ctx, dir, setup{controls: c, attemptTimeout: 2 * time.Second})
 	if err != nil {
 		return Outcome{}, err
 	}
