@@ -75,12 +75,21 @@ type Options struct {
 	// the monitors (every minute), as serve does.
 	Background bool
 	// PolicyTimeout bounds each policy evaluation (policy.Options.Timeout).
-	// Default policy.DefaultTimeout.
+	// serve passes its --policy-timeout (default policy.DefaultTimeout,
+	// 100 ms). Left zero, as the demo, the drill and the tests leave it, it
+	// is InProcessPolicyTimeout: their outcomes must not depend on how
+	// loaded the machine is, and a test of the deadline sets its own.
 	PolicyTimeout time.Duration
 	// AttemptTimeout bounds each call to a system of record
 	// (dispatch.Options.AttemptTimeout). Default dispatch.DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
 }
+
+// InProcessPolicyTimeout is the evaluation deadline of a stack whose
+// Options leave PolicyTimeout zero. A decision takes well under a
+// millisecond; on a starved machine (two cores under the race detector) a
+// 100 ms deadline was missed and a drill seed failed.
+const InProcessPolicyTimeout = 2 * time.Second
 
 // External names the systems a production sidecar talks to.
 type External struct {
@@ -223,7 +232,11 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	}
 
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout,
+	timeout := o.PolicyTimeout
+	if timeout == 0 {
+		timeout = InProcessPolicyTimeout
+	}
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: timeout,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
