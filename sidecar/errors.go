@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
@@ -22,8 +23,30 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Rule    string `json:"rule,omitempty"`
-	// Extra top-level fields beside "error" (gate failures, a denied step).
-	extra map[string]any
+	// failures, for gate_failed only, are answered beside "error".
+	failures []gateFailure
+}
+
+// errorBody is the answer of every error: the error and the request id
+// that the log line carries too.
+type errorBody struct {
+	Error     *apiError `json:"error"`
+	RequestID string    `json:"request_id"`
+}
+
+// gateFailedBody is the answer of a bundle that failed the gate.
+type gateFailedBody struct {
+	errorBody
+	Failures []gateFailure `json:"failures"`
+}
+
+// gateFailure is one case a rejected bundle failed. A failing Rego test
+// has no amount.
+type gateFailure struct {
+	Case     string       `json:"case"`
+	Amount   *money.Cents `json:"amount,omitempty"`
+	Expected string       `json:"expected"`
+	Got      string       `json:"got"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -76,8 +99,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, "not_pending", "%v", err)
 	case errors.As(err, &ge):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "gate_failed",
-			Message: "the candidate bundle failed the gate; the active bundle is unchanged",
-			extra:   map[string]any{"failures": gateFailures(ge.Report)}}
+			Message:  "the candidate bundle failed the gate; the active bundle is unchanged",
+			failures: gateFailures(ge.Report)}
 	case errors.As(err, &fe):
 		return newError(http.StatusUnprocessableEntity, "bundle_forbidden_builtin",
 			"the bundle calls %s in %s:%d, which policies may not use (network, clock, randomness); the active bundle is unchanged",
@@ -146,9 +169,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
 	}
-	body := map[string]any{"error": ae, "request_id": rid}
-	for k, v := range ae.extra {
-		body[k] = v
+	var body any = errorBody{Error: ae, RequestID: rid}
+	if ae.failures != nil {
+		body = gateFailedBody{errorBody{Error: ae, RequestID: rid}, ae.failures}
 	}
 	var werr error
 	if c.Request().Method == http.MethodHead {
@@ -198,13 +221,13 @@ func isJSON(ct string) bool {
 }
 
 // gateFailures lists what a rejected bundle failed, in the contract's shape.
-func gateFailures(r policy.Report) []map[string]any {
-	out := []map[string]any{}
+func gateFailures(r policy.Report) []gateFailure {
+	out := []gateFailure{}
 	for _, f := range r.Failures() {
-		out = append(out, map[string]any{"case": f.Case, "amount": f.Amount, "expected": f.Expected, "got": f.Got})
+		out = append(out, gateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got})
 	}
 	for _, name := range r.TestFailures {
-		out = append(out, map[string]any{"case": "rego test " + name, "expected": "pass", "got": "fail"})
+		out = append(out, gateFailure{Case: "rego test " + name, Expected: "pass", Got: "fail"})
 	}
 	return out
 }

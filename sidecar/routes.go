@@ -26,7 +26,7 @@ const principalKey = "principal"
 
 func (s *Server) routes() {
 	e := s.echo
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, healthAnswer{Status: "ok"}) })
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
@@ -108,7 +108,7 @@ func (s *Server) ready(c echo.Context) error {
 	if err := s.opts.Engine.Ping(); err != nil {
 		return newError(http.StatusServiceUnavailable, "not_ready", "store unavailable: %v", err)
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "policy_revision": s.opts.Policy.Revision()})
+	return c.JSON(http.StatusOK, readyAnswer{Status: "ready", PolicyRevision: s.opts.Policy.Revision()})
 }
 
 func (s *Server) jwks(c echo.Context) error {
@@ -121,7 +121,7 @@ func (s *Server) jwks(c echo.Context) error {
 }
 
 func (s *Server) tools(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"tools": tool.All()})
+	return c.JSON(http.StatusOK, toolsAnswer{Tools: tool.All()})
 }
 
 func (s *Server) createWorkflow(c echo.Context) error {
@@ -140,15 +140,15 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	if created {
 		status = http.StatusCreated
 	}
-	return c.JSON(status, workflowView(w, nil))
+	return c.JSON(status, newWorkflowView(w))
 }
 
 func (s *Server) getWorkflow(c echo.Context) error {
-	w, steps, err := s.opts.Engine.Workflow(c.Request().Context(), person(c), c.Param("id"))
+	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.workflowWithSteps(c, w, steps))
+	return c.JSON(http.StatusOK, snapshotView(snap))
 }
 
 func (s *Server) proposeStep(c echo.Context) error {
@@ -188,7 +188,7 @@ func (s *Server) amendStep(c echo.Context) error {
 }
 
 func (s *Server) resume(c echo.Context) error {
-	w, steps, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
+	w, _, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
 	if err != nil && w.ID == "" {
 		return err
 	}
@@ -197,7 +197,25 @@ func (s *Server) resume(c echo.Context) error {
 		// workflow says where each step stands.
 		s.log.Warn("resume incomplete", "workflow", w.ID, "err", err)
 	}
-	return c.JSON(http.StatusOK, s.workflowWithSteps(c, w, steps))
+	// The answer is read again, with the approvals, in one transaction.
+	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, snapshotView(snap))
+}
+
+// stepView shows one step with its approval, read once. A step whose
+// approval cannot be read is shown without it, as a workflow shows it.
+func (s *Server) stepView(c echo.Context, st store.Step) stepView {
+	if st.Approval == "" {
+		return newStepView(st, nil)
+	}
+	a, err := s.opts.Engine.Approval(c.Request().Context(), st.Approval)
+	if err != nil {
+		return newStepView(st, nil)
+	}
+	return newStepView(st, &a)
 }
 
 // stepAnswer answers a proposed step with the status code of its status.
@@ -211,8 +229,7 @@ func (s *Server) stepAnswer(c echo.Context, step store.Step) error {
 		if step.Decision != string(policy.Deny) {
 			code, msg = "refused_downstream", step.Note
 		}
-		view["error"] = apiError{Code: code, Message: msg, Rule: step.Rule}
-		return c.JSON(http.StatusForbidden, view)
+		return c.JSON(http.StatusForbidden, deniedStepView{view, apiError{Code: code, Message: msg, Rule: step.Rule}})
 	default:
 		return c.JSON(http.StatusAccepted, view)
 	}
@@ -229,11 +246,11 @@ func (s *Server) listApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(list))
+	out := approvalsAnswer{Approvals: make([]approvalView, 0, len(list))}
 	for _, a := range list {
-		out = append(out, approvalView(a))
+		out.Approvals = append(out.Approvals, newApprovalView(a))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"approvals": out})
+	return c.JSON(http.StatusOK, out)
 }
 
 func (s *Server) getApproval(c echo.Context) error {
@@ -244,7 +261,7 @@ func (s *Server) getApproval(c echo.Context) error {
 	if p := person(c); p.Role == engine.RoleRep && p.ID != a.Requester {
 		return newError(http.StatusForbidden, "forbidden", "a rep sees only the approvals of their own calls")
 	}
-	return c.JSON(http.StatusOK, approvalView(a))
+	return c.JSON(http.StatusOK, newApprovalView(a))
 }
 
 func (s *Server) approve(c echo.Context) error { return s.decideApproval(c, s.opts.Engine.Approve) }
@@ -259,7 +276,7 @@ func (s *Server) decideApproval(c echo.Context, act func(ctx context.Context, p 
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, approvalView(a))
+	return c.JSON(http.StatusOK, newApprovalView(a))
 }
 
 func (s *Server) switches(c echo.Context) error {
@@ -267,7 +284,7 @@ func (s *Server) switches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"switches": sw})
+	return c.JSON(http.StatusOK, switchesAnswer{Switches: sw})
 }
 
 func (s *Server) setSwitch(c echo.Context) error {
@@ -284,7 +301,7 @@ func (s *Server) setSwitch(c echo.Context) error {
 	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tool": name, "enabled": *req.Enabled})
+	return c.JSON(http.StatusOK, switchAnswer{Tool: name, Enabled: *req.Enabled})
 }
 
 func (s *Server) raiseEpoch(c echo.Context) error {
@@ -297,7 +314,7 @@ func (s *Server) raiseEpoch(c echo.Context) error {
 		Detail: map[string]any{"epoch": n}}); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]int{"epoch": n})
+	return c.JSON(http.StatusOK, epochAnswer{Epoch: n})
 }
 
 func (s *Server) bundles(c echo.Context) error {
@@ -305,10 +322,7 @@ func (s *Server) bundles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if h == nil {
-		h = []store.BundleRecord{}
-	}
-	return c.JSON(http.StatusOK, h)
+	return c.JSON(http.StatusOK, newBundleViews(h))
 }
 
 func (s *Server) activeBundle(c echo.Context) error {
@@ -316,7 +330,7 @@ func (s *Server) activeBundle(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, rec)
+	return c.JSON(http.StatusOK, newBundleView(rec))
 }
 
 // uploadBundle activates a bundle .tar.gz through the gate, or, for an
@@ -347,7 +361,7 @@ func (s *Server) uploadBundle(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, rec)
+	return c.JSON(http.StatusCreated, newBundleView(rec))
 }
 
 // readBundle reads an upload under the bundle's own bound, which the
@@ -380,10 +394,7 @@ func (s *Server) decisions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []store.Decision{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"decisions": list})
+	return c.JSON(http.StatusOK, newDecisionsAnswer(list))
 }
 
 func (s *Server) auditList(c echo.Context) error {
@@ -472,7 +483,7 @@ func (s *Server) ratify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, approvalView(a))
+	return c.JSON(http.StatusOK, newApprovalView(a))
 }
 
 // reverse has the ledger post a reversal of an executed refund.

@@ -1,77 +1,229 @@
 package sidecar
 
 import (
-	"github.com/labstack/echo/v4"
+	"encoding/json"
+	"time"
 
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
 )
 
-// The JSON shapes of API.md. Field names are the contract.
+// The JSON shapes of API.md. Field names are the contract; the OpenAPI
+// test compares each answer's fields with openapi.json. The views are
+// built from store records rather than being the records themselves, so
+// that a field added to a record for the engine's sake (a delegation, an
+// idempotency key) never leaks into an answer.
 
-func workflowView(w store.Workflow, steps []map[string]any) map[string]any {
-	v := map[string]any{
-		"id": w.ID, "ticket": w.Ticket, "user": w.User, "status": w.Status,
-		"policy_revision": w.PolicyRevision, "created": w.Created, "updated": w.Updated,
-	}
-	if steps != nil {
-		v["steps"] = steps
-	}
-	return v
+// workflowView is a workflow, with its steps when it is read.
+type workflowView struct {
+	ID             string               `json:"id"`
+	Ticket         string               `json:"ticket"`
+	User           string               `json:"user"`
+	Status         store.WorkflowStatus `json:"status"`
+	PolicyRevision string               `json:"policy_revision"`
+	Created        time.Time            `json:"created"`
+	Updated        time.Time            `json:"updated"`
+	// Steps is absent when a workflow is created (nil) and a list, [] for
+	// none, when it is read: omitzero, unlike omitempty, keeps the [].
+	Steps []stepView `json:"steps,omitzero"`
 }
 
-func (s *Server) workflowWithSteps(c echo.Context, w store.Workflow, steps []store.Step) map[string]any {
-	views := make([]map[string]any, 0, len(steps))
-	for _, st := range steps {
-		views = append(views, s.stepView(c, st))
-	}
-	return workflowView(w, views)
+// stepView is one step. Decision and rule are shown even when empty.
+type stepView struct {
+	Workflow    string            `json:"workflow"`
+	N           int               `json:"n"`
+	Tool        tool.Name         `json:"tool"`
+	Args        argsView          `json:"args"`
+	Status      store.StepStatus  `json:"status"`
+	Decision    string            `json:"decision"`
+	Rule        string            `json:"rule"`
+	Approval    *stepApprovalView `json:"approval,omitempty"`
+	Result      json.RawMessage   `json:"result,omitempty"`
+	Note        string            `json:"note,omitempty"`
+	DuplicateOf int               `json:"duplicate_of,omitempty"`
 }
 
-func (s *Server) stepView(c echo.Context, st store.Step) map[string]any {
-	v := map[string]any{
-		"workflow": st.Workflow, "n": st.N, "tool": st.Tool, "args": argsView(st),
-		"status": st.Status, "decision": st.Decision, "rule": st.Rule,
-	}
-	if st.Approval != "" {
-		if a, err := s.opts.Engine.Approval(c.Request().Context(), st.Approval); err == nil {
-			v["approval"] = map[string]any{"id": a.ID, "status": a.Status, "summary": a.Summary, "expires": a.Expires}
+// deniedStepView is a denied step with the error that says why.
+type deniedStepView struct {
+	stepView
+	Error apiError `json:"error"`
+}
+
+// stepApprovalView is the approval a step waits on or ran under.
+type stepApprovalView struct {
+	ID      string               `json:"id"`
+	Status  store.ApprovalStatus `json:"status"`
+	Summary string               `json:"summary"`
+	Expires time.Time            `json:"expires"`
+}
+
+// argsView shows exactly the fields of the tool's schema: a refund's amount
+// is shown even if zero, and no other tool shows one.
+type argsView struct {
+	Order  string       `json:"order"`
+	Amount *money.Cents `json:"amount,omitempty"`
+}
+
+// approvalView is one approval request.
+type approvalView struct {
+	ID          string               `json:"id"`
+	Workflow    string               `json:"workflow"`
+	N           int                  `json:"n"`
+	Tool        tool.Name            `json:"tool"`
+	Args        argsView             `json:"args"`
+	Summary     string               `json:"summary"`
+	Requester   string               `json:"requester"`
+	Approver    string               `json:"approver,omitempty"`
+	Status      store.ApprovalStatus `json:"status"`
+	Comment     string               `json:"comment,omitempty"`
+	Retroactive bool                 `json:"retroactive,omitempty"`
+	Created     time.Time            `json:"created"`
+	Expires     time.Time            `json:"expires"`
+	CallHash    string               `json:"call_hash"`
+}
+
+// approvalsAnswer is the approval queue; [] when it is empty.
+type approvalsAnswer struct {
+	Approvals []approvalView `json:"approvals"`
+}
+
+// decisionView is one entry of the decision log.
+type decisionView struct {
+	Seq      uint64    `json:"seq"`
+	At       time.Time `json:"at"`
+	Workflow string    `json:"workflow"`
+	N        int       `json:"n"`
+	User     string    `json:"user"`
+	Tool     tool.Name `json:"tool"`
+	Args     tool.Args `json:"args"`
+	Decision string    `json:"decision"`
+	Rule     string    `json:"rule"`
+	Revision string    `json:"revision"`
+}
+
+// decisionsAnswer is the decision log; [] when it is empty.
+type decisionsAnswer struct {
+	Decisions []decisionView `json:"decisions"`
+}
+
+// bundleView is one bundle activation attempt. Failures is null, not [],
+// for a record stored without any, as it always has been.
+type bundleView struct {
+	Seq          uint64             `json:"seq"`
+	Revision     string             `json:"revision"`
+	Digest       string             `json:"digest"`
+	Status       store.BundleStatus `json:"status"`
+	By           string             `json:"by"`
+	At           time.Time          `json:"at"`
+	BreakGlass   bool               `json:"break_glass,omitempty"`
+	Reason       string             `json:"reason,omitempty"`
+	Failures     []gateCaseView     `json:"failures"`
+	TestFailures []string           `json:"test_failures,omitempty"`
+}
+
+// gateCaseView is one failing gate case of a stored bundle record.
+type gateCaseView struct {
+	Case     string      `json:"case"`
+	Amount   money.Cents `json:"amount"`
+	Expected string      `json:"expected"`
+	Got      string      `json:"got"`
+}
+
+func newWorkflowView(w store.Workflow) workflowView {
+	return workflowView{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: w.Status,
+		PolicyRevision: w.PolicyRevision, Created: w.Created, Updated: w.Updated}
+}
+
+// snapshotView is a workflow with its steps, from one engine read.
+func snapshotView(snap engine.Snapshot) workflowView {
+	v := newWorkflowView(snap.Workflow)
+	v.Steps = make([]stepView, 0, len(snap.Steps))
+	for _, st := range snap.Steps {
+		var a *store.Approval
+		if found, ok := snap.Approvals[st.Approval]; ok && st.Approval != "" {
+			a = &found
 		}
-	}
-	if len(st.Result) > 0 {
-		v["result"] = st.Result
-	}
-	if st.Note != "" {
-		v["note"] = st.Note
-	}
-	if st.DuplicateOf != 0 {
-		v["duplicate_of"] = st.DuplicateOf
+		v.Steps = append(v.Steps, newStepView(st, a))
 	}
 	return v
 }
 
-// argsView shows exactly the fields of the tool's schema.
-func argsView(st store.Step) map[string]any {
-	args := map[string]any{"order": st.Args.Order}
-	if st.Tool == "issue_refund" {
-		args["amount"] = st.Args.Amount
-	}
-	return args
-}
-
-func approvalView(a store.Approval) map[string]any {
-	v := map[string]any{
-		"id": a.ID, "workflow": a.Workflow, "n": a.N, "tool": a.Tool, "args": argsView(store.Step{Tool: a.Tool, Args: a.Args}),
-		"summary": a.Summary, "requester": a.Requester, "status": a.Status, "expires": a.Expires,
-		"call_hash": a.CallHash, "created": a.Created,
-	}
-	if a.Approver != "" {
-		v["approver"] = a.Approver
-	}
-	if a.Comment != "" {
-		v["comment"] = a.Comment
-	}
-	if a.Retroactive {
-		v["retroactive"] = true
+// newStepView shows st with a, the approval it names (nil: none or gone).
+func newStepView(st store.Step, a *store.Approval) stepView {
+	v := stepView{Workflow: st.Workflow, N: st.N, Tool: st.Tool, Args: newArgsView(st.Tool, st.Args),
+		Status: st.Status, Decision: st.Decision, Rule: st.Rule,
+		Result: st.Result, Note: st.Note, DuplicateOf: st.DuplicateOf}
+	if a != nil {
+		v.Approval = &stepApprovalView{ID: a.ID, Status: a.Status, Summary: a.Summary, Expires: a.Expires}
 	}
 	return v
 }
+
+func newArgsView(name tool.Name, a tool.Args) argsView {
+	v := argsView{Order: a.Order}
+	if name == tool.IssueRefund {
+		v.Amount = &a.Amount
+	}
+	return v
+}
+
+func newApprovalView(a store.Approval) approvalView {
+	return approvalView{ID: a.ID, Workflow: a.Workflow, N: a.N, Tool: a.Tool, Args: newArgsView(a.Tool, a.Args),
+		Summary: a.Summary, Requester: a.Requester, Approver: a.Approver, Status: a.Status,
+		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash}
+}
+
+func newDecisionsAnswer(list []store.Decision) decisionsAnswer {
+	out := decisionsAnswer{Decisions: make([]decisionView, 0, len(list))}
+	for _, d := range list {
+		out.Decisions = append(out.Decisions, decisionView{Seq: d.Seq, At: d.At, Workflow: d.Workflow, N: d.N,
+			User: d.User, Tool: d.Tool, Args: d.Args, Decision: d.Decision, Rule: d.Rule, Revision: d.Revision})
+	}
+	return out
+}
+
+func newBundleView(r store.BundleRecord) bundleView {
+	v := bundleView{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: r.Status, By: r.By, At: r.At,
+		BreakGlass: r.BreakGlass, Reason: r.Reason, TestFailures: r.TestFailures}
+	if r.Failures != nil {
+		v.Failures = make([]gateCaseView, 0, len(r.Failures))
+	}
+	for _, f := range r.Failures {
+		v.Failures = append(v.Failures, gateCaseView{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
+	}
+	return v
+}
+
+func newBundleViews(h []store.BundleRecord) []bundleView {
+	out := make([]bundleView, 0, len(h))
+	for _, r := range h {
+		out = append(out, newBundleView(r))
+	}
+	return out
+}
+
+// The small answers.
+type (
+	healthAnswer struct {
+		Status string `json:"status"`
+	}
+	readyAnswer struct {
+		Status         string `json:"status"`
+		PolicyRevision string `json:"policy_revision"`
+	}
+	toolsAnswer struct {
+		Tools []tool.Spec `json:"tools"`
+	}
+	switchesAnswer struct {
+		Switches map[tool.Name]bool `json:"switches"`
+	}
+	switchAnswer struct {
+		Tool    tool.Name `json:"tool"`
+		Enabled bool      `json:"enabled"`
+	}
+	epochAnswer struct {
+		Epoch int `json:"epoch"`
+	}
+)

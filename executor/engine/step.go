@@ -239,27 +239,13 @@ func (e *Engine) runLocked(ctx context.Context, wfID string, n int, by *Person) 
 // token (nil: none). The caller holds the workflow's lock.
 func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store.Step, error) {
 	start := time.Now()
-	var w store.Workflow
-	var s store.Step
-	err := e.db.View(func(tx *store.Tx) (err error) {
-		if w, err = tx.Workflow(wfID); err != nil {
-			return err
-		}
-		s, err = tx.Step(wfID, n)
-		return err
-	})
+	w, s, err := e.load(wfID, n)
 	if err != nil {
 		return s, err
 	}
 	switch s.Status {
 	case store.StepStarted, store.StepUnknown:
-		if e.controls.CheckSwitchAtExecution && !e.switchOn(s.Tool) {
-			return s, nil // the effect may have happened: leave it as it is, dispatch nothing
-		}
-		// Finishing an effect already decided, under the stored delegation:
-		// a narrower token must not turn a replay of a paid refund into a
-		// refusal that would hide the payment.
-		return e.recover(ctx, w, s, start)
+		return e.finishEffect(ctx, w, s, start)
 	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 	default:
 		return s, nil
@@ -273,128 +259,221 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	// Everything below, the decision and the actor token, uses the
 	// narrowed delegation.
 	w.Delegation = e.narrowed(w.Delegation, by)
-
-	// Rehydrate the authoritative facts outside the write transaction.
-	actor := e.actor(w)
-	var order *policy.Order
-	switch o, err := e.systems.Order(ctx, actor, s.Args.Order); {
-	case err == nil:
-		order = &o
-	case errors.Is(err, ErrOrderNotFound), isRefused(err):
-		// No order the rep may see: policy denies (R2) on a missing order.
-	default:
-		return s, fmt.Errorf("rehydrate order %s: %w: %v", s.Args.Order, ErrUnavailable, err)
-	}
-	var baseline *int
-	if s.Tool == tool.ReshipOrder && order != nil {
-		n, err := e.systems.Shipments(ctx, s.Args.Order)
-		if err != nil {
-			return s, fmt.Errorf("baseline of %s: %w: %v", s.Args.Order, ErrUnavailable, err)
-		}
-		baseline = &n
-	}
-
-	var proceed bool
-	var decided store.Decision
-	var changed []store.Approval
-	err = e.db.Update(func(tx *store.Tx) error {
-		proceed, changed = false, nil
-		var err error
-		if s, err = tx.Step(wfID, n); err != nil {
-			return err
-		}
-		if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
-			return nil // another run got here first
-		}
-		now := e.clock.Now()
-		if e.controls.CheckSwitchAtExecution && !tx.Switch(string(s.Tool)) {
-			s.Status = store.StepHeld
-			s.Note = "tool switched off by an operator; resume after it is switched on"
-			return e.putStep(tx, s)
-		}
-		lim, err := e.policy.Limits()
-		if err != nil {
-			return fmt.Errorf("decide %s/%d: %w", wfID, n, err)
-		}
-		res, err := e.policy.Decide(ctx, policy.Input{
-			User: delegation(w), Tool: s.Tool, Args: s.Args, Order: order, Totals: e.totals(tx, w, s, lim, now),
-		})
-		if err != nil {
-			return fmt.Errorf("decide %s/%d: %w", wfID, n, err) // fail closed: the step is unchanged
-		}
-		if decided, err = tx.AppendDecision(store.Decision{
-			At: now, Workflow: wfID, N: n, User: w.User, Tool: s.Tool, Args: s.Args,
-			Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision,
-		}); err != nil {
-			return err
-		}
-		s.Decision, s.Rule = string(res.Decision), res.Rule
-		if err := e.auditTx(tx, stepRecord(audit.KindDecision, w.User, s, map[string]any{
-			"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision,
-		})); err != nil {
-			return err
-		}
-		switch res.Decision {
-		case policy.Allow:
-			// A lead may have approved this call under an earlier bundle:
-			// the effect runs with that approval, so it is used, not left
-			// standing; one that cannot apply is voided.
-			if a, err := e.settleApproval(tx, w, s, now); err != nil {
-				return err
-			} else if a.ID != "" {
-				changed = append(changed, a)
-			}
-		case policy.Deny:
-			s.Status, s.Finished = store.StepDenied, now
-			s.Note = "denied by policy rule " + res.Rule
-			if err := e.voidApproval(tx, s.Approval); err != nil {
-				return err
-			}
-			return e.putStep(tx, s)
-		case policy.RequireApproval:
-			ok, touched, err := e.approvalFor(tx, w, &s, order, lim, now)
-			changed = touched
-			for _, a := range touched {
-				if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
-					return err
-				}
-			}
-			if err != nil || !ok {
-				if err == nil {
-					err = e.putStep(tx, s)
-				}
-				return err
-			}
-		default:
-			return fmt.Errorf("decide %s/%d: decision %q: %w", wfID, n, res.Decision, policy.ErrUnexpectedResult)
-		}
-		// Write-ahead: the intent and the pre-state are durable before the effect.
-		s.Attempts++
-		if e.controls.WriteAhead {
-			s.Status, s.ReservedAt, s.Baseline = store.StepStarted, now, baseline
-		}
-		proceed = true
-		if err := e.auditTx(tx, stepRecord(audit.KindDispatch, audit.ActorEngine, s, map[string]any{
-			"idempotency_key": s.Key, "audience": tool.MustLookup(s.Tool).Audience, "attempt": s.Attempts,
-		})); err != nil {
-			return err
-		}
-		return e.putStep(tx, s)
-	})
+	f, err := e.rehydrate(ctx, w, s)
 	if err != nil {
 		return s, err
 	}
-	if decided.Seq != 0 {
-		e.obs.Decided(decided)
+	r, err := update(e.db, func(tx *store.Tx) (reservation, error) {
+		return e.decideAndReserve(ctx, tx, w, n, f)
+	})
+	if err != nil {
+		return r.step, err
 	}
-	for _, a := range changed {
+	if r.decided.Seq != 0 {
+		e.obs.Decided(r.decided)
+	}
+	for _, a := range r.changed {
 		e.obs.ApprovalChanged(a)
 	}
-	if !proceed {
-		e.finished(s, start)
-		return s, nil
+	if !r.proceed {
+		e.finished(r.step, start)
+		return r.step, nil
 	}
-	return e.dispatch(ctx, w, s, start)
+	return e.dispatch(ctx, w, r.step, start)
+}
+
+// load reads a workflow and one of its steps.
+func (e *Engine) load(wfID string, n int) (w store.Workflow, s store.Step, err error) {
+	err = e.db.View(func(tx *store.Tx) error {
+		if w, err = tx.Workflow(wfID); err != nil {
+			return err
+		}
+		s, err = tx.Step(wfID, n)
+		return err
+	})
+	return w, s, err
+}
+
+// finishEffect goes on with a step whose effect was already decided and
+// may have happened (started or unknown), under the stored delegation: a
+// narrower token must not turn a replay of a paid refund into a refusal
+// that would hide the payment.
+func (e *Engine) finishEffect(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
+	if e.controls.CheckSwitchAtExecution && !e.switchOn(s.Tool) {
+		return s, nil // the effect may have happened: leave it as it is, dispatch nothing
+	}
+	return e.recover(ctx, w, s, start)
+}
+
+// facts are what the decision needs from the systems of record.
+type facts struct {
+	order    *policy.Order // nil: no order the rep may see
+	baseline *int          // shipments before a reship; nil for other tools
+}
+
+// rehydrate reads the authoritative facts outside the write transaction,
+// with the actor token of w's (narrowed) delegation.
+func (e *Engine) rehydrate(ctx context.Context, w store.Workflow, s store.Step) (facts, error) {
+	var f facts
+	switch o, err := e.systems.Order(ctx, e.actor(w), s.Args.Order); {
+	case err == nil:
+		f.order = &o
+	case errors.Is(err, ErrOrderNotFound), isRefused(err):
+		// No order the rep may see: policy denies (R2) on a missing order.
+	default:
+		return f, fmt.Errorf("rehydrate order %s: %w: %v", s.Args.Order, ErrUnavailable, err)
+	}
+	if s.Tool == tool.ReshipOrder && f.order != nil {
+		n, err := e.systems.Shipments(ctx, s.Args.Order)
+		if err != nil {
+			return f, fmt.Errorf("baseline of %s: %w: %v", s.Args.Order, ErrUnavailable, err)
+		}
+		f.baseline = &n
+	}
+	return f, nil
+}
+
+// reservation is the outcome of the decision transaction.
+type reservation struct {
+	// step is the step as stored, or as far as it got before an error.
+	step store.Step
+	// proceed: the step is reserved and its effect is to be dispatched.
+	proceed bool
+	// decided is the logged decision; Seq 0 when none was made.
+	decided store.Decision
+	// changed are the approvals created, used or voided, for the observer.
+	changed []store.Approval
+}
+
+// update runs fn in one write transaction and returns its outcome.
+func update[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
+	var out T
+	err := db.Update(func(tx *store.Tx) (err error) {
+		out, err = fn(tx)
+		return err
+	})
+	return out, err
+}
+
+// decideAndReserve decides step n afresh under the lock of its write
+// transaction, logs the decision and acts on it: an allowed call is
+// reserved (write-ahead), a denied one ends, one that needs an approval
+// waits for it unless an approval already covers it.
+func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Workflow, n int, f facts) (reservation, error) {
+	var r reservation
+	var err error
+	if r.step, err = tx.Step(w.ID, n); err != nil {
+		return r, err
+	}
+	switch r.step.Status {
+	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
+	default:
+		return r, nil // another run got here first
+	}
+	now := e.clock.Now()
+	if e.controls.CheckSwitchAtExecution && !tx.Switch(string(r.step.Tool)) {
+		r.step.Status = store.StepHeld
+		r.step.Note = "tool switched off by an operator; resume after it is switched on"
+		return r, e.putStep(tx, r.step)
+	}
+	lim, err := e.policy.Limits()
+	if err != nil {
+		return r, fmt.Errorf("decide %s/%d: %w", w.ID, n, err)
+	}
+	res, err := e.decide(ctx, tx, w, &r, f, lim, now)
+	if err != nil {
+		return r, err
+	}
+	switch res.Decision {
+	case policy.Allow:
+		return e.allow(tx, w, r, f, now)
+	case policy.Deny:
+		return e.deny(tx, r, res.Rule, now)
+	case policy.RequireApproval:
+		return e.requireApproval(tx, w, r, f, lim, now)
+	}
+	return r, fmt.Errorf("decide %s/%d: decision %q: %w", w.ID, n, res.Decision, policy.ErrUnexpectedResult)
+}
+
+// decide asks the policy about r's step, logs the decision and audits it.
+// A policy that fails leaves the step unchanged (fail closed).
+func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, now time.Time) (policy.Result, error) {
+	s := r.step
+	res, err := e.policy.Decide(ctx, policy.Input{
+		User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
+	})
+	if err != nil {
+		return res, fmt.Errorf("decide %s/%d: %w", s.Workflow, s.N, err)
+	}
+	if r.decided, err = tx.AppendDecision(store.Decision{
+		At: now, Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
+		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision,
+	}); err != nil {
+		return res, err
+	}
+	r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
+	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
+		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision,
+	}))
+}
+
+// allow reserves an allowed call. A lead may have approved this call under
+// an earlier bundle: the effect runs with that approval, so it is used, not
+// left standing; one that cannot apply is voided.
+func (e *Engine) allow(tx *store.Tx, w store.Workflow, r reservation, f facts, now time.Time) (reservation, error) {
+	a, err := e.settleApproval(tx, w, r.step, now)
+	if err != nil {
+		return r, err
+	}
+	if a.ID != "" {
+		r.changed = append(r.changed, a)
+	}
+	return e.reserve(tx, r, f, now)
+}
+
+// deny ends a denied call and voids any approval it had.
+func (e *Engine) deny(tx *store.Tx, r reservation, rule string, now time.Time) (reservation, error) {
+	r.step.Status, r.step.Finished = store.StepDenied, now
+	r.step.Note = "denied by policy rule " + rule
+	if err := e.voidApproval(tx, r.step.Approval); err != nil {
+		return r, err
+	}
+	return r, e.putStep(tx, r.step)
+}
+
+// requireApproval reserves a call an approval covers, or has it wait for
+// one (requested, renewed or replaced by approvalFor).
+func (e *Engine) requireApproval(tx *store.Tx, w store.Workflow, r reservation, f facts, lim policy.Limits, now time.Time) (reservation, error) {
+	ok, touched, err := e.approvalFor(tx, w, &r.step, f.order, lim, now)
+	r.changed = touched
+	for _, a := range touched {
+		if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
+			return r, err
+		}
+	}
+	if err != nil {
+		return r, err
+	}
+	if !ok {
+		return r, e.putStep(tx, r.step)
+	}
+	return e.reserve(tx, r, f, now)
+}
+
+// reserve writes ahead: the intent and the pre-state are durable before
+// the effect.
+func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (reservation, error) {
+	r.step.Attempts++
+	if e.controls.WriteAhead {
+		r.step.Status, r.step.ReservedAt, r.step.Baseline = store.StepStarted, now, f.baseline
+	}
+	r.proceed = true
+	if err := e.auditTx(tx, stepRecord(audit.KindDispatch, audit.ActorEngine, r.step, map[string]any{
+		"idempotency_key": r.step.Key, "audience": tool.MustLookup(r.step.Tool).Audience, "attempt": r.step.Attempts,
+	})); err != nil {
+		return r, err
+	}
+	return r, e.putStep(tx, r.step)
 }
 
 // hold parks step n as held with note, unless another run moved it on.

@@ -99,6 +99,56 @@ func (e *Engine) Workflow(ctx context.Context, p Person, id string) (store.Workf
 	return w, steps, err
 }
 
+// Snapshot is a workflow as one read transaction saw it: what a reader
+// needs to show the workflow without reading again per step.
+type Snapshot struct {
+	Workflow store.Workflow
+	Steps    []store.Step
+	// Approvals are the approvals the steps name, by id. A step whose
+	// approval record is missing has no entry.
+	Approvals map[string]store.Approval
+}
+
+// Snapshot returns a workflow, its steps and their approvals from one read
+// transaction, so they agree with each other. A rep sees only their own;
+// leads and operators see all.
+func (e *Engine) Snapshot(ctx context.Context, p Person, id string) (Snapshot, error) {
+	var snap Snapshot
+	err := e.db.View(func(tx *store.Tx) error {
+		w, err := e.readableWorkflow(tx, p, id)
+		if err != nil {
+			return err
+		}
+		steps, err := tx.Steps(id)
+		if err != nil {
+			return err
+		}
+		approvals, err := stepApprovals(tx, steps)
+		snap = Snapshot{Workflow: w, Steps: steps, Approvals: approvals}
+		return err
+	})
+	return snap, err
+}
+
+// stepApprovals reads the approvals that steps name.
+func stepApprovals(tx *store.Tx, steps []store.Step) (map[string]store.Approval, error) {
+	out := map[string]store.Approval{}
+	for _, s := range steps {
+		if s.Approval == "" {
+			continue
+		}
+		a, err := tx.Approval(s.Approval)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("approval %q of step %s/%d: %w", s.Approval, s.Workflow, s.N, err)
+		}
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
 func (e *Engine) readableWorkflow(tx *store.Tx, p Person, id string) (store.Workflow, error) {
 	w, err := tx.Workflow(id)
 	if errors.Is(err, store.ErrNotFound) {
