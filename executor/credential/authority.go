@@ -45,7 +45,7 @@ type Options struct {
 func (o *Options) validate() error {
 	var errs []error
 	if o.Dir == "" {
-		errs = append(errs, errors.New("Dir is required (keys are kept under Dir/keys)"))
+		errs = append(errs, errors.New("option Dir is required (keys are kept under Dir/keys)"))
 	}
 	if o.TTL < 0 || o.TTL%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("TTL %s must be a positive whole number of seconds (JWT times have one-second resolution)", o.TTL))

@@ -94,7 +94,7 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("no trusted issuer: configure at least one (name and JWKS file, URL or key set)"))
 	}
 	if o.Leeway < 0 || o.Leeway > MaxLeeway {
-		errs = append(errs, fmt.Errorf("Leeway %s must be between 0 and %s", o.Leeway, MaxLeeway))
+		errs = append(errs, fmt.Errorf("option Leeway %s must be between 0 and %s", o.Leeway, MaxLeeway))
 	}
 	if o.RefetchGap < 0 || o.FetchTimeout < 0 {
 		errs = append(errs, errors.New("RefetchGap and FetchTimeout must not be negative"))
