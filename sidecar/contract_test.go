@@ -173,8 +173,8 @@ func TestRoles(t *testing.T) {
 	}
 }
 
-// Bad bodies get the status of API.md and leave no step, decision or
-// ledger entry behind.
+// Bad bodies get the status sidecar/openapi.json gives them and leave no
+// step, decision or ledger entry behind.
 func TestBadInput(t *testing.T) {
 	e := start(t, devstack.Options{})
 	e.open(t, "rep-ana", "W-bad")

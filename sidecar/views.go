@@ -6,7 +6,8 @@ import (
 	"github.com/countersign/countersign/executor/store"
 )
 
-// The JSON shapes of API.md. Field names are the contract.
+// The JSON shapes of the answers (sidecar/openapi.json). Field names are
+// the contract.
 
 func workflowView(w store.Workflow, steps []map[string]any) map[string]any {
 	v := map[string]any{

@@ -25,7 +25,7 @@ func activeEngine(t testing.TB, name string, opts policy.Options) *policy.Engine
 	return e
 }
 
-// The seed's decision table, through the engine with bundle p1.
+// The decision table the demo prints, through the engine with bundle p1.
 func TestDecideSeedTable(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{})
 	tests := []struct {
@@ -100,7 +100,8 @@ func TestDecideTools(t *testing.T) {
 	}
 }
 
-// The seed's approval-authority table: $400 on O-1004 requested by rep-ben.
+// The approval-authority table the demo prints: $400 on O-1004 requested
+// by rep-ben.
 func TestCheckApproverSeedTable(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{})
 	created := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
