@@ -1,8 +1,10 @@
 // Package bundles holds the versioned policy bundles of countersign, embedded
 // in the binary so that `serve --dev` and `demo` run from any directory.
 //
-//   - p1 is the current policy (DESIGN.md's limits).
-//   - p2 is the seed's units mistake: refund_auto and refund_max written in
+//   - p1 is the current policy: its data.json holds the company's limits
+//     in cents (auto $50.00, maximum $500.00, reshipment approval $300.00,
+//     a rep's day $1,000.00, the agent's hour $3,000.00).
+//   - p2 is the units mistake: refund_auto and refund_max written in
 //     dollars where the engine reads cents, so 100 times too large. It ships
 //     passing Rego tests (they pin their own limits) and the policy gate
 //     must still reject it.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/sim/idp"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/devstack"
 )
 
@@ -66,7 +67,7 @@ func forged(t *testing.T, e *env) map[string]string {
 		"hs256":            hsHead + "." + parts[1] + "." + b64.EncodeToString(mac.Sum(nil)),
 		"payload tampered": parts[0] + "." + b64.EncodeToString(elevated) + "." + parts[2],
 		// The trusted key, a minute's lifetime, two hours ago.
-		"expired": sign(idp.Options{Dir: e.dir, Clock: func() time.Time { return time.Now().Add(-2 * time.Hour) }}),
+		"expired": sign(idp.Options{Dir: e.dir, Clock: simclock.New(time.Now().Add(-2 * time.Hour))}),
 		// Another identity provider's key under the same kid.
 		"unknown key": sign(idp.Options{Dir: t.TempDir()}),
 		// The trusted key, but an issuer the sidecar does not trust.
@@ -172,8 +173,8 @@ func TestRoles(t *testing.T) {
 	}
 }
 
-// Bad bodies get the status of API.md and leave no step, decision or
-// ledger entry behind.
+// Bad bodies get the status sidecar/openapi.json gives them and leave no
+// step, decision or ledger entry behind.
 func TestBadInput(t *testing.T) {
 	e := start(t, devstack.Options{})
 	e.open(t, "rep-ana", "W-bad")

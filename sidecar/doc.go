@@ -1,7 +1,8 @@
 // Package sidecar is countersign's HTTP face: the Echo server with the
-// routes of API.md, bearer authentication and roles, the 1 MiB body limit,
-// strict JSON decoding, and the one error handler that maps every error to
-// the stable codes of the contract with a request id the client also sees.
+// routes of the contract in openapi.json (served at /openapi.json), bearer
+// authentication and roles, the 1 MiB body limit, strict JSON decoding, and
+// the one error handler that maps every error to the stable codes of the
+// contract with a request id the client also sees.
 //
 // Everything behind the routes lives in executor: the sidecar decodes,
 // authenticates, calls the engine and encodes. It never decides.

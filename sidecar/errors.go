@@ -129,7 +129,7 @@ func classify(err error) *apiError {
 func httpError(he *echo.HTTPError) *apiError {
 	switch he.Code {
 	case http.StatusNotFound:
-		return newError(he.Code, "not_found", "no such endpoint; see API.md")
+		return newError(he.Code, "not_found", "no such endpoint; see /openapi.json")
 	case http.StatusMethodNotAllowed:
 		return newError(he.Code, "method_not_allowed", "method not allowed on this endpoint")
 	case http.StatusRequestEntityTooLarge:

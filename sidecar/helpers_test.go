@@ -17,7 +17,9 @@ import (
 )
 
 // env is one running stack and a client for it. Every answer of the sidecar
-// passes through do, which checks what API.md promises of all of them.
+// passes through send, which checks what the contract promises of all of
+// them: a request id, an error body with a code and a message, and a
+// Bearer challenge with every 401.
 type env struct {
 	st     *devstack.Stack
 	dir    string
@@ -154,7 +156,7 @@ func (e *env) call(t *testing.T, method, path, who string, body any) reply {
 	return e.send(t, method, path, h, rd)
 }
 
-// workflow and step are the views of API.md, decoded.
+// workflow and step are the API's views (sidecar/openapi.json), decoded.
 type workflow struct {
 	ID             string `json:"id"`
 	Ticket         string `json:"ticket"`

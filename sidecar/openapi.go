@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// openAPI is the contract of API.md as an OpenAPI 3.1 document. A test
-// holds it and the routes to each other.
+// openAPI is the HTTP contract, an OpenAPI 3.1 document, served as it is
+// at /openapi.json. A test holds it and the routes to each other.
 //
 //go:embed openapi.json
 var openAPI []byte

@@ -129,8 +129,10 @@ func buildBundle(t *testing.T, name string) []byte {
 	return b
 }
 
-// The gate refuses p2's units mistake with exactly the seed's three failing
-// cases and leaves p1 in force; p3 passes it; break glass skips it.
+// The gate refuses p2's units mistake with exactly three failing cases
+// ($51.00 and $500.00 allowed where approval is required, $501.00 allowed
+// where it is denied) and leaves p1 in force; p3 passes it; break glass
+// skips it.
 func TestBundleGate(t *testing.T) {
 	e := start(t, devstack.Options{})
 	upload := func(name, query string) reply {

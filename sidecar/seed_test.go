@@ -9,7 +9,7 @@ import (
 	"github.com/countersign/countersign/sidecar/devstack"
 )
 
-// The seed's table 1: six refund requests, each in its own workflow, each
+// The demo's table 1: six refund requests, each in its own workflow, each
 // decided by a named rule that the decision log keeps with the revision.
 func TestSeedPolicyDecisions(t *testing.T) {
 	e := start(t, devstack.Options{})
@@ -67,7 +67,7 @@ func TestSeedPolicyDecisions(t *testing.T) {
 	}
 }
 
-// The seed's table 2: five wrong approvers of a $400 refund are each refused
+// The demo's table 2: five wrong approvers of a $400 refund are each refused
 // by their own rule, and nothing is paid.
 func TestSeedApprovalAuthority(t *testing.T) {
 	clock := newManualClock()
@@ -156,7 +156,7 @@ func TestRejectedApproval(t *testing.T) {
 	e.wantLedger(t, 0)
 }
 
-// The seed's table 3: an approval of $120 cannot pay the step once it was
+// The demo's table 3: an approval of $120 cannot pay the step once it was
 // amended to $450.
 func TestSeedAmendedAfterApproval(t *testing.T) {
 	e := start(t, devstack.Options{})

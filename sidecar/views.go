@@ -10,7 +10,7 @@ import (
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// The JSON shapes of API.md. Field names are the contract; the OpenAPI
+// The JSON shapes of the answers (sidecar/openapi.json). Field names are the contract; the OpenAPI
 // test compares each answer's fields with openapi.json. The views are
 // built from store records rather than being the records themselves, so
 // that a field added to a record for the engine's sake (a delegation, an

@@ -10,24 +10,17 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/store"
 )
 
-// Clock tells the time; the drill and the tests inject a simulated one.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-// Options configure a Log. The zero value is usable: the system clock and
+// Options configure a Log. The zero value is usable: the wall clock and
 // crypto/rand.
 type Options struct {
 	// Clock stamps records whose At is zero and gives ids their time.
-	// Default: the system clock.
-	Clock Clock
+	// The drill and the tests inject a simulated one. Nil means the wall
+	// clock.
+	Clock clock.Clock
 	// Entropy is the random part of ids. Default crypto/rand; the drill
 	// passes a seeded source so that two runs print the same ids.
 	Entropy io.Reader
@@ -36,7 +29,7 @@ type Options struct {
 // Log appends records and reads them back. It is safe for concurrent use;
 // appends are ordered by the store's single writer.
 type Log struct {
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	entropy *ulid.MonotonicEntropy
@@ -45,7 +38,7 @@ type Log struct {
 // New returns a Log.
 func New(opts Options) *Log {
 	if opts.Clock == nil {
-		opts.Clock = systemClock{}
+		opts.Clock = clock.Wall{}
 	}
 	if opts.Entropy == nil {
 		opts.Entropy = rand.Reader

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -31,8 +32,8 @@ type Options struct {
 	// Dir is the sidecar's data directory; keys live in Dir/keys. Required.
 	Dir string
 
-	// Clock returns the current time for iat and exp. Default time.Now.
-	Clock func() time.Time
+	// Clock tells the time for iat and exp. Nil means the wall clock.
+	Clock clock.Clock
 
 	// TTL is the lifetime of a token (exp - iat), in whole seconds.
 	// Default DefaultTTL (60 s).
@@ -60,7 +61,7 @@ func (o *Options) validate() error {
 // that key. It is safe for concurrent use; Mint never blocks on Raise.
 type Authority struct {
 	dir   string // Dir/keys
-	clock func() time.Time
+	clock clock.Clock
 	ttl   int64 // seconds
 	log   *slog.Logger
 
@@ -84,7 +85,7 @@ func Open(opts Options) (*Authority, error) {
 		return nil, err
 	}
 	if opts.Clock == nil {
-		opts.Clock = time.Now
+		opts.Clock = clock.Wall{}
 	}
 	if opts.TTL == 0 {
 		opts.TTL = DefaultTTL
@@ -210,7 +211,7 @@ func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 		return "", err
 	}
 	s := a.cur.Load()
-	iat := a.clock().Unix()
+	iat := a.clock.Now().Unix()
 	body, err := json.Marshal(payload{
 		Iss:   Issuer,
 		Sub:   c.Subject,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -25,11 +26,9 @@ import (
 
 var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 
-func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
-
 func open(t testing.TB, dir string) *credential.Authority {
 	t.Helper()
-	a, err := credential.Open(credential.Options{Dir: dir, Clock: fixedClock(t0)})
+	a, err := credential.Open(credential.Options{Dir: dir, Clock: simclock.New(t0)})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -177,8 +176,7 @@ func TestExpIsIatPlusTTL(t *testing.T) {
 		{"two minutes", 2 * time.Minute, 120},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			now := t0
-			a, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: func() time.Time { return now }, TTL: tc.ttl})
+			a, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: simclock.New(t0), TTL: tc.ttl})
 			if err != nil {
 				t.Fatal(err)
 			}

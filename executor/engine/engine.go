@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -73,11 +74,6 @@ func DefaultControls() Controls {
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
 	}
-}
-
-// Clock tells the time; tests and the drill inject a simulated one.
-type Clock interface {
-	Now() time.Time
 }
 
 // Policy is the active bundle as the engine uses it.
@@ -145,13 +141,15 @@ var (
 	ErrOrderNotFound  = errors.New("order not found")
 )
 
-// Options wire an Engine. Store, Policy, Systems and Clock are required.
+// Options wire an Engine. Store, Policy and Systems are required.
 type Options struct {
 	Store   *store.DB
 	Policy  Policy
 	Systems Systems
-	Clock   Clock
-	Logger  *slog.Logger
+	// Clock tells the time; the drill and the tests inject a simulated one.
+	// Nil means the wall clock.
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// Agent is the agent's id, the act.sub of every actor token.
 	Agent string
 	// Controls default to DefaultControls when left zero.
@@ -189,7 +187,7 @@ type Engine struct {
 	db       *store.DB
 	policy   Policy
 	systems  Systems
-	clock    Clock
+	clock    clock.Clock
 	log      *slog.Logger
 	agent    string
 	controls Controls
@@ -208,6 +206,9 @@ func New(opts Options) *Engine {
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls
+	}
+	if e.clock == nil {
+		e.clock = clock.Wall{}
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

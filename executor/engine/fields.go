@@ -9,7 +9,8 @@ import (
 	"github.com/countersign/countersign/executor/audit"
 )
 
-// idPattern is what a workflow id and a ticket may be (API.md).
+// idPattern is what a workflow id and a ticket may be: short, and plain
+// enough for a URL path, a bbolt key and a log line.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // MaxCommentBytes bounds an approval, rejection, ratification or reversal

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
@@ -52,10 +53,12 @@ type Violation struct {
 	At       time.Time   `json:"at"`
 }
 
-// Options configure a Monitor. Store and Clock are required.
+// Options configure a Monitor. Store is required.
 type Options struct {
 	Store *store.DB
-	Clock func() time.Time
+	// Clock is the "now" of the windows the monitors look back over. Nil
+	// means the wall clock.
+	Clock clock.Clock
 	// AutoLimit is the designed auto limit. Default 5000 cents.
 	AutoLimit money.Cents
 	// Window is the process-shape window. Default one hour.
@@ -80,6 +83,9 @@ type Monitor struct {
 
 // New returns a Monitor.
 func New(o Options) (*Monitor, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Wall{}
+	}
 	if o.AutoLimit == 0 {
 		o.AutoLimit = 5000
 	}
@@ -106,7 +112,7 @@ func New(o Options) (*Monitor, error) {
 
 // Check looks at the records once and returns the new alerts.
 func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
-	now := m.o.Clock()
+	now := m.o.Clock.Now()
 	var violations []Violation
 	var aboveLimit, approvalsAsked int
 	err := m.o.Store.View(func(tx *store.Tx) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/monitor"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -22,7 +23,7 @@ func TestMonitor(t *testing.T) {
 	defer db.Close()
 	now := t0
 	var sunk []monitor.Alert
-	m, err := monitor.New(monitor.Options{Store: db, Clock: func() time.Time { return now }, Sink: func(a monitor.Alert) error {
+	m, err := monitor.New(monitor.Options{Store: db, Clock: simclock.New(now), Sink: func(a monitor.Alert) error {
 		sunk = append(sunk, a)
 		return nil
 	}})

@@ -11,14 +11,15 @@ import (
 // in bundles: a bundle author can change a bundle's rules, data and tests,
 // but not the cases a bundle must answer to be activated.
 //
-// The numbers are the company's rules in cents (DESIGN.md), not a bundle's
-// data. Every limit is probed where a units mistake shows: the auto limit
+// The numbers are the company's rules in cents (the limits of bundle p1's
+// data.json), not a bundle's data. Every limit is probed where a units mistake shows: the auto limit
 // and the maximum each on both sides. The refund cases use an order paid
 // $1,000.00 so that R4 never hides a refund limit.
 //
 // The cumulative basis of R7 (prior $30 + $30) is pinned only through R4
 // here: a pinned R7 split case would also fail bundle p2, whose rejection
-// must list exactly the seed's three cases. The Rego tests cover it.
+// must list exactly three cases ($51.00 and $500.00 allowed where approval
+// is required, $501.00 allowed where it is denied). The Rego tests cover it.
 
 type callCase struct {
 	name   string
@@ -92,8 +93,9 @@ var callCases = []callCase{
 	{name: "look up an order in region", user: pinnedRep, tool: tool.LookupOrder, order: paidEnough, want: Allow, rule: allowRule},
 }
 
-// The seed's approval-authority table: a $400.00 refund requested by
-// rep-ben (US), approved by each person in turn.
+// The approval-authority cases: a $400.00 refund requested by rep-ben (US),
+// approved by each person in turn; only a US lead whose limit covers it,
+// within the 15 minutes, may approve.
 var (
 	approvalCreated = time.Unix(1_700_000_000, 0).UTC()
 	approvalExpires = approvalCreated.Add(15 * time.Minute)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/countersign/countersign/executor/clock"
 )
 
 // DefaultTimeout bounds one evaluation unless Options.Timeout says
@@ -20,8 +22,8 @@ type Options struct {
 	// History records every activation attempt. Default: NopHistory.
 	History History
 	// Clock is the time decisions are evaluated at and activations are
-	// recorded with. Default: time.Now.
-	Clock func() time.Time
+	// recorded with. Nil means the wall clock.
+	Clock clock.Clock
 	// Timeout bounds every evaluation: each decision and each approver
 	// check (and each of the gate's pinned cases, which get at least a
 	// second: see gate.caseTimeout). Past it the evaluation fails with
@@ -40,7 +42,7 @@ type Options struct {
 type Engine struct {
 	active  atomic.Pointer[Bundle]
 	history History
-	clock   func() time.Time
+	clock   clock.Clock
 	gate    gate
 	// mu orders activations so that the history's order is the swap order.
 	mu sync.Mutex
@@ -54,7 +56,7 @@ func New(opts Options) *Engine {
 		e.history = NopHistory{}
 	}
 	if e.clock == nil {
-		e.clock = time.Now
+		e.clock = clock.Wall{}
 	}
 	if opts.Timeout > 0 {
 		e.gate.timeout = opts.Timeout
@@ -69,7 +71,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Result, error) {
 	if b == nil {
 		return Result{}, ErrNoBundle
 	}
-	return b.decide(ctx, in, e.clock(), e.gate.timeout)
+	return b.decide(ctx, in, e.clock.Now(), e.gate.timeout)
 }
 
 // CheckApprover evaluates the approver policy: "" means the approval is
@@ -79,7 +81,7 @@ func (e *Engine) CheckApprover(ctx context.Context, in ApproverInput) (Refusal, 
 	if b == nil {
 		return "", ErrNoBundle
 	}
-	return b.checkApprover(ctx, in, e.clock(), e.gate.timeout)
+	return b.checkApprover(ctx, in, e.clock.Now(), e.gate.timeout)
 }
 
 // Active returns the active bundle, or nil.
@@ -147,7 +149,7 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		Digest:       b.digest,
 		Status:       StatusActive,
 		By:           a.By,
-		At:           e.clock().UTC(),
+		At:           e.clock.Now().UTC(),
 		BreakGlass:   a.BreakGlass,
 		Reason:       a.Reason,
 		Failures:     report.Failures(),
@@ -175,7 +177,7 @@ func (e *Engine) reject(ctx context.Context, b *Bundle, a Activation, refusal er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rec := HistoryRecord{
-		Revision: b.revision, Digest: b.digest, Status: StatusRejected, By: a.By, At: e.clock().UTC(),
+		Revision: b.revision, Digest: b.digest, Status: StatusRejected, By: a.By, At: e.clock.Now().UTC(),
 		BreakGlass: a.BreakGlass, Reason: a.Reason, Failures: []CaseResult{refusalCase(refusal)}, Bundle: b.archive,
 	}
 	if err := e.history.Record(ctx, rec); err != nil {

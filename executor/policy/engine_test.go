@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/tool"
 )
 
@@ -24,7 +25,7 @@ func activeEngine(t testing.TB, name string, opts policy.Options) *policy.Engine
 	return e
 }
 
-// The seed's decision table, through the engine with bundle p1.
+// The decision table the demo prints, through the engine with bundle p1.
 func TestDecideSeedTable(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{})
 	tests := []struct {
@@ -99,7 +100,8 @@ func TestDecideTools(t *testing.T) {
 	}
 }
 
-// The seed's approval-authority table: $400 on O-1004 requested by rep-ben.
+// The approval-authority table the demo prints: $400 on O-1004 requested
+// by rep-ben.
 func TestCheckApproverSeedTable(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{})
 	created := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
@@ -217,21 +219,16 @@ func TestFailClosedOnUnexpectedResult(t *testing.T) {
 	}
 }
 
-// fixedClock is a settable clock for tests.
-type fixedClock struct{ t time.Time }
-
-func (c *fixedClock) now() time.Time { return c.t }
-
 func TestActivateRecordsHistory(t *testing.T) {
-	clock := &fixedClock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	clock := simclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
 	h := &policy.MemHistory{}
-	e := policy.New(policy.Options{History: h, Clock: clock.now})
+	e := policy.New(policy.Options{History: h, Clock: clock})
 
 	p1 := embedded(t, "p1")
 	if _, err := e.Activate(ctx, p1, policy.Activation{By: "ops-ida"}); err != nil {
 		t.Fatal(err)
 	}
-	clock.t = clock.t.Add(time.Hour)
+	clock.Advance(time.Hour)
 	report, err := e.Activate(ctx, embedded(t, "p2"), policy.Activation{By: "ops-ida"})
 	var gate *policy.GateError
 	if !errors.Is(err, policy.ErrGateFailed) || !errors.As(err, &gate) {
@@ -240,7 +237,7 @@ func TestActivateRecordsHistory(t *testing.T) {
 	if len(gate.Report.Failures()) != 3 || len(report.Failures()) != 3 {
 		t.Errorf("gate error carries %d failures, report %d", len(gate.Report.Failures()), len(report.Failures()))
 	}
-	clock.t = clock.t.Add(time.Hour)
+	clock.Advance(time.Hour)
 	if _, err := e.Activate(ctx, embedded(t, "p3"), policy.Activation{By: "ops-ida"}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +249,9 @@ func TestActivateRecordsHistory(t *testing.T) {
 		failures int
 		at       time.Time
 	}{
-		{"p1", policy.StatusSuperseded, 0, clock.t.Add(-2 * time.Hour)},
-		{"p2", policy.StatusRejected, 3, clock.t.Add(-time.Hour)},
-		{"p3", policy.StatusActive, 0, clock.t},
+		{"p1", policy.StatusSuperseded, 0, clock.Now().Add(-2 * time.Hour)},
+		{"p2", policy.StatusRejected, 3, clock.Now().Add(-time.Hour)},
+		{"p3", policy.StatusActive, 0, clock.Now()},
 	}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records, want %d", len(recs), len(want))

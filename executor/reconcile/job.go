@@ -8,17 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
 )
-
-// Clock tells the time; the drill and the tests inject a simulated one.
-type Clock interface {
-	Now() time.Time
-}
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // Options wire a Job. Records, Ledger and Shipments are required.
 type Options struct {
@@ -32,8 +24,9 @@ type Options struct {
 	// never taken from the active bundle: a bundle with a wrong limit must
 	// not be able to hide the refunds it let through.
 	AutoLimit money.Cents
-	// Clock stamps each report. Default: the wall clock.
-	Clock Clock
+	// Clock stamps each report; the drill and the tests inject a simulated
+	// one. Nil means the wall clock.
+	Clock clock.Clock
 	// Logger receives one line per run. Default: discard.
 	Logger *slog.Logger
 }
@@ -79,7 +72,7 @@ func New(o Options) (*Job, error) {
 		o.AutoLimit = DefaultAutoLimit
 	}
 	if o.Clock == nil {
-		o.Clock = wallClock{}
+		o.Clock = clock.Wall{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

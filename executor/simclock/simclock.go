@@ -7,13 +7,17 @@ package simclock
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/countersign/countersign/executor/clock"
 )
 
-// Clock is a simulated clock. It satisfies engine.Clock and audit.Clock;
-// its Now method value is the func() time.Time the other packages take.
+// Clock is a simulated clock: the clock.Clock every component's Options
+// take, with the hands the owner moves.
 type Clock struct {
 	ns atomic.Int64
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 // New returns a clock standing at t.
 func New(t time.Time) *Clock {

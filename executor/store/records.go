@@ -11,7 +11,8 @@ import (
 // WorkflowStatus is where a workflow stands as a whole.
 type WorkflowStatus string
 
-// Workflow statuses (API.md).
+// Workflow statuses, shown by the API as they are (sidecar/openapi.json
+// lists them).
 const (
 	WorkflowRunning             WorkflowStatus = "running"
 	WorkflowWaitingApproval     WorkflowStatus = "waiting_approval"
@@ -24,7 +25,8 @@ const (
 // StepStatus is where one step stands.
 type StepStatus string
 
-// Step statuses (API.md).
+// Step statuses, shown by the API as they are (sidecar/openapi.json lists
+// them).
 const (
 	StepPending         StepStatus = "pending"
 	StepHeld            StepStatus = "held"
@@ -46,7 +48,8 @@ func (s StepStatus) Spent() bool {
 // ApprovalStatus is where an approval request stands.
 type ApprovalStatus string
 
-// Approval statuses (API.md).
+// Approval statuses, shown by the API as they are (sidecar/openapi.json
+// lists them).
 const (
 	ApprovalPending  ApprovalStatus = "pending"
 	ApprovalApproved ApprovalStatus = "approved"
@@ -155,7 +158,8 @@ type Decision struct {
 // BundleStatus is the standing of one bundle activation attempt.
 type BundleStatus string
 
-// Bundle statuses (API.md).
+// Bundle statuses, shown by the API as they are (sidecar/openapi.json
+// lists them).
 const (
 	BundleActive     BundleStatus = "active"
 	BundleSuperseded BundleStatus = "superseded"

@@ -22,10 +22,6 @@ import (
 	"github.com/countersign/countersign/executor/tool"
 )
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now().UTC() }
-
 // stack is the engine over the real dispatcher, the real ledger and order
 // system on loopback, and a credential Authority whose JWKS they fetch.
 type stack struct {
@@ -73,7 +69,7 @@ func newStack(t *testing.T, controls engine.Controls) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	pol := policy.New(policy.Options{Clock: wallClock{}.Now})
+	pol := policy.New(policy.Options{})
 	p1, err := bundles.Open("p1")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +79,7 @@ func newStack(t *testing.T, controls engine.Controls) *stack {
 		t.Fatal(err)
 	}
 	pol.Restore(b)
-	eng := engine.New(engine.Options{Store: db, Policy: pol, Systems: sys, Clock: wallClock{}, Controls: &controls})
+	eng := engine.New(engine.Options{Store: db, Policy: pol, Systems: sys, Controls: &controls})
 	return &stack{t: t, eng: eng, orders: ord}
 }
 

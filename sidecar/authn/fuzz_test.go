@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -75,7 +76,7 @@ func BenchmarkVerify(b *testing.B) {
 	trusted := newSigner(b, jwa.EdDSA(), "corp-1")
 	v := newVerifier(b, authn.Options{
 		Issuers: []authn.Issuer{{Name: corpIssuer, Keys: setOf(b, trusted.pub)}},
-		Clock:   func() time.Time { return t0.Add(time.Minute) },
+		Clock:   simclock.New(t0.Add(time.Minute)),
 	})
 	tok := trusted.sign(b, claims())
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -137,7 +138,7 @@ func handmade(hdr map[string]any, c map[string]any, macKey []byte) string {
 func newVerifier(t testing.TB, opts authn.Options) *authn.Verifier {
 	t.Helper()
 	if opts.Clock == nil {
-		opts.Clock = func() time.Time { return t0.Add(time.Minute) }
+		opts.Clock = simclock.New(t0.Add(time.Minute))
 	}
 	v, err := authn.New(context.Background(), opts)
 	if err != nil {

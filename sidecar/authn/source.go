@@ -12,6 +12,8 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/countersign/countersign/executor/clock"
 )
 
 // keySource is where one issuer's public keys come from.
@@ -30,7 +32,7 @@ type keySource interface {
 type trustedIssuer struct {
 	name  string
 	src   keySource
-	clock func() time.Time
+	clock clock.Clock
 	gap   time.Duration
 	log   *slog.Logger
 
@@ -50,7 +52,7 @@ func (ti *trustedIssuer) key(ctx context.Context, kid string) (jwk.Key, error) {
 	if k, ok := ti.lookup(ctx, kid); ok {
 		return k, nil
 	}
-	now := ti.clock()
+	now := ti.clock.Now()
 	if !ti.lastForced.IsZero() && now.Sub(ti.lastForced) < ti.gap {
 		return nil, ti.unknown(kid, nil)
 	}

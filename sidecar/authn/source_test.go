@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -31,10 +32,10 @@ func TestFileSourceAndRotation(t *testing.T) {
 	k3 := newSigner(t, jwa.EdDSA(), "file-3")
 	writeJWKS(t, path, k1.pub)
 
-	now := t0
+	clock := simclock.New(t0)
 	v := newVerifier(t, authn.Options{
 		Issuers:    []authn.Issuer{{Name: corpIssuer, JWKSFile: path}},
-		Clock:      func() time.Time { return now },
+		Clock:      clock,
 		RefetchGap: 10 * time.Second,
 	})
 	ctx := context.Background()
@@ -54,18 +55,18 @@ func TestFileSourceAndRotation(t *testing.T) {
 
 	// Within the gap, another unknown kid does not reload.
 	writeJWKS(t, path, k2.pub, k3.pub)
-	now = now.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	if _, err := v.Verify(ctx, k3.sign(t, claims())); code(err) != authn.CodeUnknownKid {
 		t.Fatalf("reloaded within the gap: %v", err)
 	}
-	now = now.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	if _, err := v.Verify(ctx, k3.sign(t, claims())); err != nil {
 		t.Fatalf("not reloaded after the gap: %v", err)
 	}
 
 	// A broken file keeps the keys already loaded.
 	must(t, os.WriteFile(path, []byte("{"), 0o600))
-	now = now.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if _, err := v.Verify(ctx, k1.sign(t, claims())); code(err) != authn.CodeUnknownKid {
 		t.Fatalf("broken file: %v, want unknown_kid", err)
 	}
@@ -111,10 +112,10 @@ func TestURLSourceAndRotation(t *testing.T) {
 	k3 := newSigner(t, jwa.EdDSA(), "url-3")
 	srv := newJWKSServer(t, k1.pub)
 
-	now := t0
+	clock := simclock.New(t0)
 	v := newVerifier(t, authn.Options{
 		Issuers:    []authn.Issuer{{Name: corpIssuer, JWKSURL: srv.URL + "/jwks.json", RefreshInterval: time.Hour}},
-		Clock:      func() time.Time { return now },
+		Clock:      clock,
 		RefetchGap: 10 * time.Second,
 	})
 	ctx := context.Background()
@@ -156,7 +157,7 @@ func TestURLSourceAndRotation(t *testing.T) {
 
 	// After the gap, the next unknown kid refreshes again.
 	srv.set(t, k2.pub, k3.pub)
-	now = now.Add(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	if _, err := v.Verify(ctx, k3.sign(t, claims())); err != nil {
 		t.Fatalf("not refreshed after the gap: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestURLSourceAndRotation(t *testing.T) {
 	// The issuer goes away: known keys keep working from the cache, and an
 	// unknown kid is refused (fail closed), not an internal error.
 	srv.Close()
-	now = now.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if _, err := v.Verify(ctx, k2.sign(t, claims())); err != nil {
 		t.Fatalf("cached key while the issuer is down: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/lestrrat-go/httprc/v3"
 	"github.com/lestrrat-go/httprc/v3/errsink"
@@ -71,9 +72,9 @@ type Options struct {
 	Issuers []Issuer
 	// Audience must be one of the token's aud values. Default "countersign".
 	Audience string
-	// Clock returns now for exp, nbf, iat and the refresh rate limit.
-	// Default time.Now.
-	Clock func() time.Time
+	// Clock is the now of exp, nbf, iat and the refresh rate limit. Nil
+	// means the wall clock.
+	Clock clock.Clock
 	// Leeway tolerates clock skew between issuer and sidecar for exp, nbf
 	// and iat. Zero means none; at most MaxLeeway.
 	Leeway time.Duration
@@ -144,7 +145,7 @@ type Verifier struct {
 	issuers  map[string]*trustedIssuer
 	names    []string // trusted iss values, sorted, for messages
 	audience string
-	clock    func() time.Time
+	clock    clock.Clock
 	leeway   time.Duration
 	cache    *jwk.Cache // nil without URL sources
 }
@@ -160,7 +161,7 @@ func New(ctx context.Context, opts Options) (*Verifier, error) {
 		opts.Audience = DefaultAudience
 	}
 	if opts.Clock == nil {
-		opts.Clock = time.Now
+		opts.Clock = clock.Wall{}
 	}
 	if opts.RefetchGap == 0 {
 		opts.RefetchGap = DefaultRefetchGap
@@ -454,7 +455,7 @@ func (v *Verifier) claims(issuer *trustedIssuer, payload []byte) (Principal, err
 	// else is wrong with it.
 	tok, err := jwt.Parse(payload,
 		jwt.WithVerify(false), // the signature was verified above
-		jwt.WithClock(jwt.ClockFunc(v.clock)),
+		jwt.WithClock(v.clock),
 		jwt.WithAcceptableSkew(v.leeway),
 		jwt.WithRequiredClaim(jwt.ExpirationKey),
 		jwt.WithIssuer(issuer.name),

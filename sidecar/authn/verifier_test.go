@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/sim/idp"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -33,7 +34,7 @@ func TestVerifyRefusals(t *testing.T) {
 	with := func(k string, val any) map[string]any { c := claims(); c[k] = val; return c }
 	without := func(k string) map[string]any { c := claims(); delete(c, k); return c }
 
-	authority, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: func() time.Time { return t0 }})
+	authority, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: simclock.New(t0)})
 	must(t, err)
 	actorTok, err := authority.Mint(context.Background(), credential.Claims{
 		Subject: "rep-ana", Agent: "agent-7", Audience: "ledger", Scope: "refund", Max: 50000,
@@ -149,7 +150,7 @@ func TestLeeway(t *testing.T) {
 	} {
 		v := newVerifier(t, authn.Options{
 			Issuers: []authn.Issuer{{Name: corpIssuer, Keys: setOf(t, trusted.pub)}},
-			Clock:   func() time.Time { return now },
+			Clock:   simclock.New(now),
 			Leeway:  tc.leeway,
 		})
 		_, err := v.Verify(context.Background(), tok)
@@ -162,7 +163,7 @@ func TestLeeway(t *testing.T) {
 // TestFixturePeopleAccepted: the dev issuer's token of each fixture person
 // yields exactly that person.
 func TestFixturePeopleAccepted(t *testing.T) {
-	iss, err := idp.Open(idp.Options{Dir: t.TempDir(), Clock: func() time.Time { return t0 }})
+	iss, err := idp.Open(idp.Options{Dir: t.TempDir(), Clock: simclock.New(t0)})
 	must(t, err)
 	v := newVerifier(t, authn.Options{Issuers: []authn.Issuer{{Name: iss.Name(), Keys: iss.JWKS()}}})
 	toks, err := iss.Tokens(fixture.People(), idp.DevTokenTTL)

@@ -15,8 +15,8 @@ import (
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// autoLimit is the company's auto limit (DESIGN.md), the yardstick of the
-// split-refund invariant. It is not read from the active bundle, whose
+// autoLimit is the company's auto limit ($50.00, as in bundle p1's data),
+// the yardstick of the split-refund invariant. It is not read from the active bundle, whose
 // data is what a removed control or a bad release would get wrong.
 const autoLimit money.Cents = 5000
 

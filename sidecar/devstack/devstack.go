@@ -32,6 +32,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
@@ -60,7 +61,7 @@ type Options struct {
 	// p1 is activated on a fresh directory.
 	Bundle *policy.Bundle
 	// Clock defaults to the wall clock.
-	Clock engine.Clock
+	Clock clock.Clock
 	// Controls default to engine.DefaultControls (tests remove one).
 	Controls *engine.Controls
 	// Failpoint is passed to the engine (crash tests).
@@ -153,10 +154,6 @@ func FixtureOrders() []orders.Order {
 // AgentID is the act.sub of every actor token the stack mints.
 const AgentID = "quillfeather-support-agent"
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now().UTC() }
-
 // Start brings the stack up and serves until Close. A data directory or
 // address a person must change is a *StartError. On any error what was
 // started is closed again; only after engine.ErrCrashed (a crash test's
@@ -169,7 +166,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
-		o.Clock = wallClock{}
+		o.Clock = clock.Wall{}
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
@@ -199,7 +196,6 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return storeError(o.DataDir, fmt.Errorf("%w: %w", store.ErrUnwritable, err))
 	}
 	st.closers = append(st.closers, func() error { return os.Remove(filepath.Join(o.DataDir, PIDFile)) })
-	now := o.Clock.Now
 	serve := func(name string, h http.Handler) (string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -219,12 +215,12 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	st.Endpoints.Sidecar = "http://" + sidecarLn.Addr().String()
 	jwksURL := st.Endpoints.Sidecar + "/.well-known/jwks.json"
 
-	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: now, Logger: o.Logger}); err != nil {
+	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger}); err != nil {
 		return err
 	}
 	if o.External != nil {
 		st.Endpoints.Ledger, st.Endpoints.Orders = o.External.LedgerURL, o.External.OrdersURL
-		if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.External.Issuers, Clock: now, Logger: o.Logger}); err != nil {
+		if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.External.Issuers, Clock: o.Clock, Logger: o.Logger}); err != nil {
 			return err
 		}
 	} else if err := st.startSimulators(ctx, o, jwksURL, serve); err != nil {
@@ -236,7 +232,7 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if timeout == 0 {
 		timeout = InProcessPolicyTimeout
 	}
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: timeout,
+	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: o.Clock, Timeout: timeout,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins})
 	st.Releases = release.New(st.Store, st.Policy)
 	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
@@ -267,7 +263,7 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if st.Monitor, err = monitor.New(monitor.Options{
-		Store: st.Store, Clock: now, Logger: o.Logger, Registerer: reg,
+		Store: st.Store, Clock: o.Clock, Logger: o.Logger, Registerer: reg,
 		Sink: func(a monitor.Alert) error {
 			return st.Engine.RecordEvent(ctx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
 				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
@@ -311,12 +307,11 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 // Quillfeather orders) and the dev identity provider, each on its own
 // loopback port with its state under the data directory.
 func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string, serve func(string, http.Handler) (string, error)) (err error) {
-	now := o.Clock.Now
 	// The receivers fetch the JWKS on every request (max age 0), so a
 	// raised epoch refuses old tokens at once. The single-use check of
 	// actor tokens is theirs; only a test removing it turns it off.
 	sim := func(dir string) simserver.Options {
-		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, Clock: now, Logger: o.Logger,
+		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, Clock: o.Clock, Logger: o.Logger,
 			AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
 	}
 	if st.Ledger, err = ledger.Open(sim(LedgerDir)); err != nil {
@@ -334,7 +329,7 @@ func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string,
 		return err
 	}
 
-	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: now}); err != nil {
+	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: o.Clock}); err != nil {
 		return err
 	}
 	if st.Endpoints.IssuerJWKS, err = serve("issuer", st.IdP.JWKSHandler()); err != nil {
@@ -344,7 +339,7 @@ func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string,
 	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
 		return err
 	}
-	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: now}); err != nil {
+	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: o.Clock}); err != nil {
 		return err
 	}
 	return nil

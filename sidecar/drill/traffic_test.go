@@ -73,7 +73,9 @@ func TestTrafficDependsOnlyOnTheSeed(t *testing.T) {
 	}
 }
 
-// The bound the seed prints for 34, 300 and 1000 clean approval-gated refunds.
+// The 95% upper bound (1 - 0.05^(1/n)) on the rate of an unapproved refund
+// after 34, 300 and 1000 clean approval-gated ones, and the edges: one
+// trial, none.
 func TestUpperBound(t *testing.T) {
 	for _, c := range []struct {
 		n    int

@@ -28,7 +28,7 @@ const (
 
 // step is one row group of the matrix: a tool call on O-1001 by rep-ana.
 type step struct {
-	name string // "refund" or "reship", as the seed's table names it
+	name string // "refund" or "reship", as the crash table prints it
 	body string // POST /v1/workflows/{id}/steps
 	unit string // what one effect is called in the table
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/sim/actorcheck"
+	"github.com/countersign/countersign/executor/simclock"
 )
 
 // BenchmarkCheck is the receiver's whole check of one refund token:
@@ -16,7 +17,7 @@ func BenchmarkCheck(b *testing.B) {
 	call := actorcheck.RefundCall("O-1001", 3000)
 	header := "Bearer " + iss.Mint(b, "rep-ana", "ledger", "refund", 50000, call)
 	want := actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call, Amount: 3000}
-	clock := func() time.Time { return t0.Add(time.Second) }
+	clock := simclock.New(t0.Add(time.Second))
 	for _, c := range []struct {
 		name string
 		o    actorcheck.Options

@@ -16,6 +16,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
+
+	"github.com/countersign/countersign/executor/clock"
 )
 
 // Issuer is the iss of every actor token.
@@ -65,10 +67,10 @@ type Options struct {
 	// MinRefreshInterval rate-limits refreshes triggered by an unknown kid,
 	// after one that did not find it. Zero means DefaultMinRefreshInterval.
 	MinRefreshInterval time.Duration
-	// Clock is the time that exp is compared with. Nil means time.Now. The
-	// JWKS cache always runs on the real clock: it is about the network,
-	// not about the token.
-	Clock func() time.Time
+	// Clock is the time that exp is compared with. Nil means the wall
+	// clock. The JWKS cache always runs on the real clock: it is about the
+	// network, not about the token.
+	Clock clock.Clock
 	// HTTPClient fetches the JWKS. Nil means a client with
 	// DefaultFetchTimeout.
 	HTTPClient *http.Client
@@ -116,7 +118,7 @@ func New(o Options) (*Verifier, error) {
 		v.o.MinRefreshInterval = DefaultMinRefreshInterval
 	}
 	if v.o.Clock == nil {
-		v.o.Clock = time.Now
+		v.o.Clock = clock.Wall{}
 	}
 	if v.client == nil {
 		v.client = &http.Client{Timeout: DefaultFetchTimeout}
@@ -237,7 +239,7 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (Claims, er
 	if _, err := jws.VerifyCompactFast(key, []byte(raw), jwa.EdDSA()); err != nil {
 		return Claims{}, unauthorized(CodeBadSignature, fmt.Sprintf("the signature does not verify with the key %q", h.Kid))
 	}
-	now := v.o.Clock()
+	now := v.o.Clock.Now()
 	iat, exp, err := lifetime(p, now)
 	if err != nil {
 		return Claims{}, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
+	"github.com/countersign/countersign/executor/simclock"
 )
 
 var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
@@ -23,7 +24,7 @@ func newVerifier(t *testing.T, iss *actorchecktest.Issuer, o actorcheck.Options)
 		o.JWKSURL = iss.JWKSURL()
 	}
 	if o.Clock == nil {
-		o.Clock = func() time.Time { return t0.Add(time.Second) }
+		o.Clock = simclock.New(t0.Add(time.Second))
 	}
 	v, err := actorcheck.New(o)
 	if err != nil {
@@ -34,7 +35,7 @@ func newVerifier(t *testing.T, iss *actorchecktest.Issuer, o actorcheck.Options)
 
 func newIssuer(t testing.TB) *actorchecktest.Issuer {
 	iss := actorchecktest.NewIssuer(t)
-	iss.Now = func() time.Time { return t0 }
+	iss.Clock = simclock.New(t0)
 	return iss
 }
 
@@ -275,12 +276,12 @@ func TestStaticKeysAndInjectedClock(t *testing.T) {
 	iss := newIssuer(t)
 	call := actorcheck.OrderCall("lookup_order", "O-1001")
 	tok := "Bearer " + iss.Mint(t, "rep-ana", "orders", "lookup", 0, call)
-	now := t0
-	v := newVerifier(t, iss, actorcheck.Options{Keys: iss.PublicSet(t), Clock: func() time.Time { return now }})
+	clock := simclock.New(t0)
+	v := newVerifier(t, iss, actorcheck.Options{Keys: iss.PublicSet(t), Clock: clock})
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
-	now = t0.Add(61 * time.Second)
+	clock.Advance(61 * time.Second)
 	_, err := v.Verify(context.Background(), tok)
 	var r *actorcheck.Refusal
 	if !errors.As(err, &r) || r.Code != actorcheck.CodeTokenExpired {
@@ -317,7 +318,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("")
 	// AllowReplay: the issuer's token, spelled differently, must verify
 	// with the same claims every time, not be refused as a replay.
-	v, err := actorcheck.New(actorcheck.Options{Keys: iss.PublicSet(f), Clock: func() time.Time { return t0 }, AllowReplay: true})
+	v, err := actorcheck.New(actorcheck.Options{Keys: iss.PublicSet(f), Clock: simclock.New(t0), AllowReplay: true})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -34,8 +35,8 @@ const (
 type Options struct {
 	// Dir is the data directory; the key lives in Dir/idp/key.json. Required.
 	Dir string
-	// Clock returns the current time for iat and exp. Default time.Now.
-	Clock func() time.Time
+	// Clock tells the time for iat and exp. Nil means the wall clock.
+	Clock clock.Clock
 	// Issuer is the iss claim. Default DefaultIssuer.
 	Issuer string
 }
@@ -44,7 +45,7 @@ type Options struct {
 // It is safe for concurrent use.
 type Issuer struct {
 	name  string
-	clock func() time.Time
+	clock clock.Clock
 	key   jwk.Key // private, with kid, alg, use
 	jwks  []byte
 }
@@ -55,7 +56,7 @@ func Open(opts Options) (*Issuer, error) {
 		return nil, fmt.Errorf("%w: Dir is required (the key is kept under Dir/idp)", ErrInvalidOptions)
 	}
 	if opts.Clock == nil {
-		opts.Clock = time.Now
+		opts.Clock = clock.Wall{}
 	}
 	if opts.Issuer == "" {
 		opts.Issuer = DefaultIssuer
@@ -111,7 +112,7 @@ func (i *Issuer) Sign(p fixture.Person, ttl time.Duration) (string, error) {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	iat := i.clock().Unix()
+	iat := i.clock.Now().Unix()
 	body, err := json.Marshal(claims{
 		Iss:           i.name,
 		Sub:           p.ID,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/sim/idp"
+	"github.com/countersign/countersign/executor/simclock"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 )
@@ -23,7 +24,7 @@ var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 
 func open(t *testing.T, dir string) *idp.Issuer {
 	t.Helper()
-	iss, err := idp.Open(idp.Options{Dir: dir, Clock: func() time.Time { return t0 }})
+	iss, err := idp.Open(idp.Options{Dir: dir, Clock: simclock.New(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/ledger"
 )
@@ -30,7 +31,7 @@ func BenchmarkRefund(b *testing.B) {
 				o.NoSync, o.JWKSMaxAge = c.noSync, c.maxAge
 				o.Clock = nil // real time: the tokens are minted now
 			})
-			e.iss.Now = time.Now
+			e.iss.Clock = clock.Wall{}
 			body := []byte(refund30)
 			tokens := make([]string, b.N)
 			for i := range tokens {

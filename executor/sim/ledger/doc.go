@@ -36,8 +36,9 @@
 // recorded entry again with 200 and "Idempotent-Replayed: true"; the same
 // key with other parameters is 409 idempotency_key_reused. The key lookup
 // and the insert happen in one bbolt write transaction, so concurrent
-// requests with one key make one entry. Keys never expire here (real
-// services expire them; see the seed's "what remains unsolved"). A refund
+// requests with one key make one entry. Keys never expire here; real
+// services expire them (Stripe's after 24 hours), and a retry after that
+// makes a second entry, which this simulator does not model. A refund
 // must carry a key; a reversal without one makes an entry each time (it can
 // be made once per refund anyway).
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/simclock"
 )
 
 var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
@@ -29,12 +30,12 @@ type env struct {
 func start(t testing.TB, edit ...func(*ledger.Options)) *env {
 	t.Helper()
 	iss := actorchecktest.NewIssuer(t)
-	iss.Now = func() time.Time { return t0 }
+	iss.Clock = simclock.New(t0)
 	e := &env{t: t, iss: iss, dir: t.TempDir()}
 	o := ledger.Options{
 		DataDir: e.dir,
 		JWKSURL: iss.JWKSURL(),
-		Clock:   func() time.Time { return t0.Add(time.Second) },
+		Clock:   simclock.New(t0.Add(time.Second)),
 		NoSync:  true,
 	}
 	for _, f := range edit {

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/simclock"
 )
 
 const refund30 = `{"order":"O-1001","amount":3000}`
@@ -346,7 +347,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: func() time.Time { return t0.Add(time.Second) }})
+	e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
 	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if r.status != 200 || r.entry(t).ID != "L1" {
 		t.Fatalf("replay after reopen: %d %s", r.status, r.body)
@@ -402,7 +403,7 @@ func TestCapturedTokenReplayed(t *testing.T) {
 				if err := e.srv.Close(); err != nil {
 					t.Fatal(err)
 				}
-				e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: func() time.Time { return t0.Add(time.Second) }})
+				e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
 			}
 			r := e.must("POST", "/refunds", captured, tc.key, refund30)
 			if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {

@@ -138,7 +138,7 @@ func (s *Server) commit(w write) (outcome, error) {
 		if err != nil {
 			return err
 		}
-		e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.core.Clock().UTC()
+		e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
 		if w.faulty {
 			out.effects = s.core.Faults.Take(e.Kind == KindRefund)
 		}

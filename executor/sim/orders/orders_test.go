@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
+	"github.com/countersign/countersign/executor/simclock"
 )
 
 var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
@@ -37,7 +38,7 @@ type env struct {
 func start(t testing.TB, allowReplay ...bool) *env {
 	t.Helper()
 	iss := actorchecktest.NewIssuer(t)
-	iss.Now = func() time.Time { return t0 }
+	iss.Clock = simclock.New(t0)
 	e := &env{t: t, iss: iss, dir: t.TempDir(), allowReplay: len(allowReplay) > 0 && allowReplay[0],
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	e.serve(seed)
@@ -49,7 +50,7 @@ func (e *env) serve(seedOrders []orders.Order) {
 	srv, err := orders.Open(orders.Options{
 		Options: simserver.Options{
 			DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), NoSync: true,
-			Clock:            func() time.Time { return t0.Add(time.Second) },
+			Clock:            simclock.New(t0.Add(time.Second)),
 			AllowTokenReplay: e.allowReplay,
 		},
 		Orders: seedOrders,

@@ -155,7 +155,7 @@ func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
 		if err != nil {
 			return err
 		}
-		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.core.Clock().UTC()
+		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
 		if faulty {
 			out.effects = s.core.Faults.Take(false)
 		}

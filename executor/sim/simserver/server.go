@@ -15,6 +15,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simhttp"
@@ -35,8 +36,8 @@ type Options struct {
 	// once); the sim command's default is actorcheck.DefaultMaxAge (1s).
 	JWKSMaxAge time.Duration
 	// Clock stamps records and is the "now" of token expiry. Nil means
-	// time.Now.
-	Clock func() time.Time
+	// the wall clock.
+	Clock clock.Clock
 	// Logger receives the system's logs. Nil discards them.
 	Logger *slog.Logger
 	// NoSync skips fsync on commit. For benchmarks and throwaway tests
@@ -75,7 +76,7 @@ type Spec struct {
 // Core is what a system's own handlers work with. Open sets every field;
 // none may be replaced.
 type Core struct {
-	Clock    func() time.Time
+	Clock    clock.Clock
 	Log      *slog.Logger // scoped with component=Spec.Name
 	DB       *bolt.DB
 	Verifier *actorcheck.Verifier
@@ -122,7 +123,7 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	c := &Core{Clock: o.Clock, Log: o.Logger, Verifier: v}
 	c.Faults.NoWrongAmount = sp.NoWrongAmount
 	if c.Clock == nil {
-		c.Clock = time.Now
+		c.Clock = clock.Wall{}
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

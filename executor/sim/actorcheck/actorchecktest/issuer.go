@@ -22,6 +22,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
+
+	"github.com/countersign/countersign/executor/clock"
 )
 
 // Agent is the act.sub of the tokens Mint makes.
@@ -29,8 +31,9 @@ const Agent = "agent-1"
 
 // Issuer signs actor tokens and serves its JWKS on a loopback server.
 type Issuer struct {
-	// Now is the time tokens are minted at (iat; exp is iat+60s).
-	Now func() time.Time
+	// Clock is the time tokens are minted at (iat; exp is iat+60s).
+	// NewIssuer sets the wall clock.
+	Clock clock.Clock
 
 	srv     *httptest.Server
 	fetches atomic.Int64
@@ -44,7 +47,7 @@ type Issuer struct {
 // NewIssuer starts an issuer at epoch 1 whose JWKS server stops with t.
 func NewIssuer(t testing.TB) *Issuer {
 	t.Helper()
-	i := &Issuer{Now: time.Now, keys: map[int]jwk.Key{}}
+	i := &Issuer{Clock: clock.Wall{}, keys: map[int]jwk.Key{}}
 	i.Rotate(t)
 	i.srv = httptest.NewServer(http.HandlerFunc(i.serveJWKS))
 	t.Cleanup(i.srv.Close)
@@ -155,7 +158,7 @@ func NewKey(t testing.TB, kid string) jwk.Key {
 // Claims returns a valid payload for one call, as the sidecar would mint
 // it at the issuer's current epoch; tests edit the map to forge bad ones.
 func (i *Issuer) Claims(sub, aud, scope string, max int64, call string) map[string]any {
-	now := i.Now()
+	now := i.Clock.Now()
 	return map[string]any{
 		"iss":   "countersign",
 		"sub":   sub,
