@@ -131,7 +131,7 @@ type harness struct {
 
 func newHarness(t testing.TB, controls engine.Controls) *harness {
 	h := &harness{t: t, dir: t.TempDir(), sys: newFake(), clock: simclock.New(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)), control: controls}
-	h.pol = policy.New(policy.Options{Clock: h.clock})
+	h.pol = policy.New(policy.Options{Clock: h.clock, Timeout: 5 * time.Second}) // not the 100 ms default: a loaded CI machine is slow
 	p1, err := bundles.Open("p1")
 	if err != nil {
 		t.Fatal(err)

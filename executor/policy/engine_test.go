@@ -16,8 +16,16 @@ import (
 
 var ctx = context.Background()
 
+// relaxed is the evaluation deadline of tests that are not about it: a
+// decision takes well under a millisecond, but under the race detector on
+// a loaded machine 100 ms was missed.
+const relaxed = 5 * time.Second
+
 func activeEngine(t testing.TB, name string, opts policy.Options) *policy.Engine {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = relaxed
+	}
 	e := policy.New(opts)
 	if _, err := e.Activate(ctx, embedded(t, name), policy.Activation{By: "ops-ida"}); err != nil {
 		t.Fatalf("activate %s: %v", name, err)
@@ -140,7 +148,7 @@ func TestCheckApproverSeedTable(t *testing.T) {
 }
 
 func TestNoBundle(t *testing.T) {
-	e := policy.New(policy.Options{})
+	e := policy.New(policy.Options{Timeout: relaxed})
 	if _, err := e.Decide(ctx, refund(repAna, "O-1001", 3000)); !errors.Is(err, policy.ErrNoBundle) {
 		t.Errorf("Decide: %v", err)
 	}
@@ -202,7 +210,7 @@ func TestFailClosedOnUnexpectedResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := policy.New(policy.Options{})
+			e := policy.New(policy.Options{Timeout: relaxed})
 			e.Restore(b)
 			if tt.approver == "" {
 				got, err := e.Decide(ctx, bigRefund(3000))
@@ -222,7 +230,7 @@ func TestFailClosedOnUnexpectedResult(t *testing.T) {
 func TestActivateRecordsHistory(t *testing.T) {
 	clock := simclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
 	h := &policy.MemHistory{}
-	e := policy.New(policy.Options{History: h, Clock: clock})
+	e := policy.New(policy.Options{History: h, Clock: clock, Timeout: relaxed})
 
 	p1 := embedded(t, "p1")
 	if _, err := e.Activate(ctx, p1, policy.Activation{By: "ops-ida"}); err != nil {
@@ -386,7 +394,7 @@ func (failingHistory) Record(context.Context, policy.HistoryRecord) error {
 
 // A bundle is never active without its history record.
 func TestActivateNeedsHistory(t *testing.T) {
-	e := policy.New(policy.Options{History: failingHistory{}})
+	e := policy.New(policy.Options{History: failingHistory{}, Timeout: relaxed})
 	if _, err := e.Activate(ctx, embedded(t, "p1"), policy.Activation{By: "ops-ida"}); err == nil {
 		t.Fatal("activated without a record")
 	}
@@ -399,7 +407,7 @@ func TestActivateNeedsHistory(t *testing.T) {
 // p1 holds $51.00 for approval and p2 allows it.
 func TestSwapIsAtomic(t *testing.T) {
 	p1, p2 := embedded(t, "p1"), embedded(t, "p2")
-	e := policy.New(policy.Options{})
+	e := policy.New(policy.Options{Timeout: relaxed})
 	e.Restore(p1)
 	want := map[string]policy.Result{
 		"p1": {Decision: policy.RequireApproval, Rule: "R7-refund-needs-approval", Revision: "p1"},

@@ -373,7 +373,7 @@ func TestDirectoryBombRefused(t *testing.T) {
 // only an engine without the allowlist could have activated.
 func TestRestoreRefusesForbiddenBuiltin(t *testing.T) {
 	url, _ := listener(t)
-	e := policy.New(policy.Options{})
+	e := policy.New(policy.Options{Timeout: relaxed})
 	if err := e.Restore(leakyBundle(t, url)); !errors.Is(err, policy.ErrForbiddenBuiltin) {
 		t.Errorf("Restore: %v, want ErrForbiddenBuiltin", err)
 	}

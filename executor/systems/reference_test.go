@@ -69,7 +69,7 @@ func newStack(t *testing.T, controls engine.Controls) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	pol := policy.New(policy.Options{})
+	pol := policy.New(policy.Options{Timeout: 5 * time.Second}) // not the 100 ms default: a loaded CI machine is slow
 	p1, err := bundles.Open("p1")
 	if err != nil {
 		t.Fatal(err)
