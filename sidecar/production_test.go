@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/idp"
@@ -18,7 +19,6 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/sidecar/authn"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // Without dev mode the sidecar starts no simulator and no bundle: it talks

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 func newBundleHistoryCmd() *cobra.Command {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/reconcile"
@@ -16,7 +17,6 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // offlineJWKS satisfies the simulators' Options: this command serves

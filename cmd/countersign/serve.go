@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 func newServeCmd() *cobra.Command {

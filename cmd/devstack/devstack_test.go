@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/sidecar/authn"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // TestStartRefusesWhatAPersonMustFix: a data directory held by a running
