@@ -1,17 +1,14 @@
 // Package devstack brings up the whole of countersign on loopback from a
-// data directory: the ledger and the order system (each with its own bbolt
-// file), the dev identity provider, the actor-token authority, the store,
-// the policy engine with its bundle, the step engine and the sidecar. It is
-// what `serve --dev`, the demo and the end-to-end tests run, so they all run
-// the real pieces over real sockets.
+// data directory: it starts the simulated ledger and order system (each
+// with its own bbolt file, the order system seeded with the Quillfeather
+// orders) and the dev identity provider, and then the production wiring of
+// cmd/stack against them. It is what `serve --dev`, the demo, the drill
+// and the end-to-end tests run, so they all run the real pieces over real
+// sockets and the same wiring as production.
 //
 // State lives under the data directory, so a stack started again over the
 // same directory finds the ledger, the order system, the keys and every
 // workflow as they were.
-//
-// With Options.External the same wiring runs a production sidecar: it
-// talks to the systems of record and identity providers it is given and
-// starts no simulator.
 package devstack
 
 import (
@@ -27,34 +24,25 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/countersign/countersign/bundles"
-	"github.com/countersign/countersign/executor/audit"
-	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
-	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/policy"
-	"github.com/countersign/countersign/executor/reconcile"
-	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
-	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/executor/systems"
-	"github.com/countersign/countersign/executor/telemetry"
-	"github.com/countersign/countersign/sidecar"
 	"github.com/countersign/countersign/sidecar/authn"
 )
 
-// Options configure a stack. DataDir is required.
+// Options configure a dev stack. DataDir is required.
 type Options struct {
 	DataDir string
-	// Listen is the sidecar's address. Default 127.0.0.1:0.
+	// Listen is the sidecar's address. Default stack.DefaultListen.
 	Listen string
+	// Agent is the act.sub of every actor token. Default AgentID.
+	Agent string
 	// Bundle, when set, is activated through the gate at start. Otherwise
 	// the bundle the store records as active is restored, or the embedded
 	// p1 is activated on a fresh directory.
@@ -68,26 +56,12 @@ type Options struct {
 	Logger    *slog.Logger
 	// Entropy seeds audit ids (the drill, for byte-identical runs).
 	Entropy io.Reader
-	// External, when set, runs the sidecar against real systems of record
-	// and identity providers: no simulator, no dev IdP, no default bundle.
-	External *External
-	// Background starts the periodic reconciliation (every 5 minutes) and
-	// the monitors (every minute), as serve does.
+	// Background starts the periodic reconciliation and the monitors, as
+	// serve does.
 	Background bool
-	// PolicyTimeout bounds each policy evaluation (policy.Options.Timeout).
-	// Default policy.DefaultTimeout.
-	PolicyTimeout time.Duration
-	// AttemptTimeout bounds each call to a system of record
-	// (dispatch.Options.AttemptTimeout). Default dispatch.DefaultAttemptTimeout.
+	// PolicyTimeout and AttemptTimeout: see stack.Options.
+	PolicyTimeout  time.Duration
 	AttemptTimeout time.Duration
-}
-
-// External names the systems a production sidecar talks to.
-type External struct {
-	LedgerURL string
-	OrdersURL string
-	// Issuers are the trusted identity providers of people's tokens.
-	Issuers []authn.Issuer
 }
 
 // Endpoints are the base URLs dev mode writes to dev-endpoints.json.
@@ -98,36 +72,24 @@ type Endpoints struct {
 	IssuerJWKS string `json:"issuer_jwks"`
 }
 
-// Stack is a running system.
+// Stack is a running system: the production stack and the simulators it
+// talks to.
 type Stack struct {
+	*stack.Stack
 	Endpoints Endpoints
 	// Tokens are bearer tokens for every fixture person, valid 24 h.
 	Tokens map[string]string
+	Ledger *ledger.Server
+	Orders *orders.Server
+	IdP    *idp.Issuer
 
-	Ledger    *ledger.Server
-	Orders    *orders.Server
-	IdP       *idp.Issuer
-	Authority *credential.Authority
-	Store     *store.DB
-	Policy    *policy.Engine
-	Releases  *release.Service
-	Engine    *engine.Engine
-	Server    *sidecar.Server
-	Systems   *systems.Systems
-	Audit     *audit.Log
-	Reconcile *reconcile.Job
-	Monitor   *monitor.Monitor
-
-	verifier *authn.Verifier
-	cancel   context.CancelFunc
-	served   chan error
-	closers  []func() error
+	issuers []authn.Issuer
+	closers []func() error
 }
 
-// The dev layout under the data directory: the sidecar's bbolt file and
-// the simulators' own directories.
+// The simulators' directories under the data directory, beside the
+// sidecar's stack.StoreFile.
 const (
-	StoreFile = "sidecar.db"
 	LedgerDir = "ledger"
 	OrdersDir = "orders"
 )
@@ -141,32 +103,38 @@ func FixtureOrders() []orders.Order {
 	return out
 }
 
-// AgentID is the act.sub of every actor token the stack mints.
+// AgentID is the dev stack's agent: the act.sub of every actor token it
+// mints unless Options.Agent names another.
 const AgentID = "quillfeather-support-agent"
 
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now().UTC() }
 
-// Start brings the stack up and serves until Close. A data directory or
-// address a person must change is a *StartError. On any error what was
-// started is closed again; only after engine.ErrCrashed (a crash test's
-// failpoint during the start-up resume) is the closed stack returned too.
+// Start reserves the data directory and the sidecar's address, starts the
+// simulators, and then the production stack against them. A data
+// directory or address a person must change is a *stack.StartError. On
+// any error what was started is closed again; only after engine.ErrCrashed
+// (a crash test's failpoint during the start-up resume) is the closed
+// stack returned too.
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("devstack: DataDir is required")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
 	if o.Clock == nil {
 		o.Clock = wallClock{}
 	}
-	if o.Listen == "" {
-		o.Listen = "127.0.0.1:0"
+	res, err := stack.Reserve(o.DataDir, o.Listen)
+	if err != nil {
+		return nil, err
 	}
-	st := &Stack{}
-	err := st.start(ctx, o)
+	st := &Stack{Endpoints: Endpoints{Sidecar: res.URL()}}
+	if err := st.startSimulators(o, res.JWKSURL()); err != nil {
+		res.Release()
+		st.Close()
+		return nil, err
+	}
+	st.Stack, err = res.Start(ctx, st.productionOptions(o))
 	if err == nil {
 		return st, nil
 	}
@@ -177,127 +145,35 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	return nil, err
 }
 
-// start fills st in, appending a closer for everything it starts, so that
-// Close undoes exactly what a failed start got through.
-func (st *Stack) start(ctx context.Context, o Options) (err error) {
-	// The store first: it is what tells a data directory held by another
-	// process or not writable, before anything listens.
-	if st.Store, err = store.Open(filepath.Join(o.DataDir, StoreFile), store.Options{}); err != nil {
-		return storeError(o.DataDir, err)
+// productionOptions are o for cmd/stack, pointed at the simulators.
+func (st *Stack) productionOptions(o Options) stack.Options {
+	agent := o.Agent
+	if agent == "" {
+		agent = AgentID
 	}
-	st.closers = append(st.closers, st.Store.Close)
-	if err := recordPID(o.DataDir); err != nil {
-		return storeError(o.DataDir, fmt.Errorf("%w: %w", store.ErrUnwritable, err))
+	return stack.Options{
+		DataDir: o.DataDir, Agent: agent,
+		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Issuers: st.issuers,
+		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
+		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
+		Background: o.Background, PolicyTimeout: o.PolicyTimeout, AttemptTimeout: o.AttemptTimeout,
 	}
-	st.closers = append(st.closers, func() error { return os.Remove(filepath.Join(o.DataDir, PIDFile)) })
-	now := o.Clock.Now
-	serve := func(name string, h http.Handler) (string, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("devstack: listen for %s: %w", name, err)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		st.closers = append(st.closers, func() error { return srv.Close() })
-		return "http://" + ln.Addr().String(), nil
-	}
+}
 
-	sidecarLn, err := net.Listen("tcp", o.Listen)
+// embeddedP1 is the bundle a fresh dev data directory starts with.
+func embeddedP1() (*policy.Bundle, error) {
+	fsys, err := bundles.Open("p1")
 	if err != nil {
-		return listenError(o.Listen, err)
+		return nil, err
 	}
-	st.closers = append(st.closers, func() error { sidecarLn.Close(); return nil })
-	st.Endpoints.Sidecar = "http://" + sidecarLn.Addr().String()
-	jwksURL := st.Endpoints.Sidecar + "/.well-known/jwks.json"
-
-	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: now, Logger: o.Logger}); err != nil {
-		return err
-	}
-	if o.External != nil {
-		st.Endpoints.Ledger, st.Endpoints.Orders = o.External.LedgerURL, o.External.OrdersURL
-		if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.External.Issuers, Clock: now, Logger: o.Logger}); err != nil {
-			return err
-		}
-	} else if err := st.startSimulators(ctx, o, jwksURL, serve); err != nil {
-		return err
-	}
-
-	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
-	st.Policy = policy.New(policy.Options{History: release.History{DB: st.Store, Log: st.Audit}, Clock: now, Timeout: o.PolicyTimeout,
-		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins})
-	st.Releases = release.New(st.Store, st.Policy)
-	if err := st.loadBundle(ctx, o.Bundle, o.External == nil); err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := telemetry.New(reg)
-	if err != nil {
-		return err
-	}
-	st.Systems, err = systems.New(systems.Options{
-		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Minter: st.Authority, Agent: AgentID, Logger: o.Logger,
-		AttemptTimeout: o.AttemptTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	st.Engine = engine.New(engine.Options{
-		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
-		Agent: AgentID, Controls: o.Controls, Failpoint: o.Failpoint, Observer: metrics, Audit: st.Audit,
-	})
-	if st.Reconcile, err = reconcile.New(reconcile.Options{
-		Records: reconcile.FromStore(st.Store), Ledger: st.Systems.Dispatcher().Ledger(),
-		Shipments: st.Systems.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger,
-	}); err != nil {
-		return err
-	}
-	if st.Monitor, err = monitor.New(monitor.Options{
-		Store: st.Store, Clock: now, Logger: o.Logger, Registerer: reg,
-		Sink: func(a monitor.Alert) error {
-			return st.Engine.RecordEvent(ctx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
-				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
-		},
-	}); err != nil {
-		return err
-	}
-	unexplained := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "countersign_reconciliation_unexplained",
-		Help: "Differences between the agent's records and the systems of record that the last reconciliation could not explain.",
-	})
-	reg.MustRegister(unexplained)
-	st.Server = sidecar.New(sidecar.Options{
-		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
-		Auth: st.verifier, Gatherer: reg, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
-		Reconcile: st.Reconcile, Unexplained: unexplained,
-	})
-	sctx, cancel := context.WithCancel(context.Background())
-	st.cancel, st.served = cancel, make(chan error, 1)
-	go func() { st.served <- st.Server.Serve(sctx, sidecarLn) }()
-	if o.Background {
-		go st.Reconcile.RunEvery(sctx, 5*time.Minute, func(r reconcile.Report, err error) {
-			if err == nil {
-				unexplained.Set(float64(r.Unexplained))
-			}
-		})
-		go st.Monitor.Run(sctx, time.Minute)
-	}
-
-	// Finish what a crash may have left between decision and record.
-	if err := st.Engine.ResumeAll(ctx); err != nil {
-		if errors.Is(err, engine.ErrCrashed) {
-			return err
-		}
-		o.Logger.Warn("resume at start incomplete", "err", err)
-	}
-	return nil
+	return policy.LoadFS(fsys)
 }
 
 // startSimulators starts the ledger, the order system (seeded with the
 // Quillfeather orders) and the dev identity provider, each on its own
-// loopback port with its state under the data directory.
-func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string, serve func(string, http.Handler) (string, error)) (err error) {
+// loopback port with its state under the data directory, and mints a token
+// for every fixture person.
+func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
 	now := o.Clock.Now
 	// The receivers fetch the JWKS on every request (max age 0), so a
 	// raised epoch refuses old tokens at once. The single-use check of
@@ -314,56 +190,41 @@ func (st *Stack) startSimulators(ctx context.Context, o Options, jwksURL string,
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)
-	if st.Endpoints.Ledger, err = serve("ledger", st.Ledger); err != nil {
+	if st.Endpoints.Ledger, err = st.serve("ledger", st.Ledger); err != nil {
 		return err
 	}
-	if st.Endpoints.Orders, err = serve("orders", st.Orders); err != nil {
+	if st.Endpoints.Orders, err = st.serve("orders", st.Orders); err != nil {
 		return err
 	}
+	return st.startIdP(o)
+}
 
-	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: now}); err != nil {
+// startIdP starts the dev identity provider, whose keys the sidecar trusts.
+func (st *Stack) startIdP(o Options) (err error) {
+	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: o.Clock.Now}); err != nil {
 		return err
 	}
-	if st.Endpoints.IssuerJWKS, err = serve("issuer", st.IdP.JWKSHandler()); err != nil {
+	if st.Endpoints.IssuerJWKS, err = st.serve("issuer", st.IdP.JWKSHandler()); err != nil {
 		return err
 	}
 	st.Endpoints.IssuerJWKS += "/.well-known/jwks.json"
 	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
 		return err
 	}
-	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}, Clock: now}); err != nil {
-		return err
-	}
+	st.issuers = []authn.Issuer{{Name: st.IdP.Name(), Keys: st.IdP.JWKS()}}
 	return nil
 }
 
-// loadBundle activates the requested bundle, restores the recorded one, or
-// activates the embedded p1 on a fresh directory.
-func (st *Stack) loadBundle(ctx context.Context, b *policy.Bundle, dev bool) error {
-	by := policy.Activation{By: "dev-mode"}
-	if b != nil {
-		_, err := st.Releases.ActivateBundle(ctx, b, by)
-		return err
-	}
-	err := st.Releases.Restore(ctx)
-	if !errors.Is(err, store.ErrNotFound) || !dev {
-		// Outside dev mode a fresh sidecar stays not ready until an
-		// operator activates a bundle through the gate.
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		return err
-	}
-	fsys, err := bundles.Open("p1")
+// serve serves h on a fresh loopback port until Close.
+func (st *Stack) serve(name string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", fmt.Errorf("devstack: listen for %s: %w", name, err)
 	}
-	p1, err := policy.LoadFS(fsys)
-	if err != nil {
-		return err
-	}
-	_, err = st.Releases.ActivateBundle(ctx, p1, by)
-	return err
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	st.closers = append(st.closers, func() error { return srv.Close() })
+	return "http://" + ln.Addr().String(), nil
 }
 
 // WriteFiles writes dev-endpoints.json and dev-tokens.json (0600) into dir.
@@ -380,23 +241,13 @@ func (st *Stack) WriteFiles(dir string) error {
 	return nil
 }
 
-// Close shuts the sidecar down gracefully, then everything else. It is safe
+// Close shuts the sidecar down gracefully, then the simulators. It is safe
 // on a stack that failed half-way through Start, on nil, and twice.
 func (st *Stack) Close() error {
 	if st == nil {
 		return nil
 	}
-	var errs []error
-	if st.cancel != nil {
-		st.cancel()
-		if err := <-st.served; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-		st.cancel = nil
-	}
-	if st.verifier != nil {
-		st.verifier.Close(context.Background())
-	}
+	errs := []error{st.Stack.Close()}
 	for i := len(st.closers) - 1; i >= 0; i-- {
 		if err := st.closers[i](); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
