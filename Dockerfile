@@ -13,5 +13,5 @@ VOLUME ["/data"]
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/countersign"]
 # Dev mode by default: the sidecar with its simulated systems of record.
-# In production pass --ledger, --orders, --issuer and --issuer-jwks instead of --dev.
+# In production pass --agent, --ledger, --orders, --issuer and --issuer-jwks instead of --dev.
 CMD ["serve", "--dev", "--data", "/data", "--listen", "0.0.0.0:8080"]

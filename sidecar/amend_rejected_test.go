@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // A lead rejects a refund, the rep amends the amount: the amended call is a

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/policy"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // p1Edited is bundle p1's files under revision rev, with call.rego passed

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // An incident's worklist is compensated over HTTP: under a break-glass p2

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 const parallel = 50

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/simclock"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // forged returns tokens an attacker or a broken client could present, all

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/fixture"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // mint signs a token of the dev identity provider for rep-ana with her

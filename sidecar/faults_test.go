@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // A response lost after the ledger committed is retried with the same key,

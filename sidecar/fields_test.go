@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // A JWT-shaped value: '.' is allowed in ids, so only its shape gives it away.

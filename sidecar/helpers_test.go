@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/simclock"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // env is one running stack and a client for it. Every answer of the sidecar

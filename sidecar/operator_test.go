@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/policy"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // Raising the epoch rotates the signing key: the JWKS publishes only the new

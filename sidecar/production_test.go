@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/idp"
@@ -18,7 +20,6 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/sidecar/authn"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // Without dev mode the sidecar starts no simulator and no bundle: it talks
@@ -60,14 +61,20 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := start(t, devstack.Options{DataDir: filepath.Join(dir, "sidecar"), Listen: addr, External: &devstack.External{
+	// The production wiring alone (cmd/stack links no simulator: its own
+	// test holds that), dressed as the env the helpers drive.
+	prod, err := stack.Start(context.Background(), stack.Options{
+		DataDir: filepath.Join(dir, "sidecar"), Listen: addr, Agent: devstack.AgentID,
 		LedgerURL: ledgerURL, OrdersURL: ordersURL,
-		Issuers: []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwksFile}},
-	}})
-	e.st.Tokens = tokens
-	if len(e.st.Endpoints.IssuerJWKS) != 0 || e.st.Ledger != nil {
-		t.Fatal("production mode started a simulator")
+		Issuers:       []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwksFile}},
+		PolicyTimeout: devstack.InProcessPolicyTimeout, // not about the deadline: a loaded machine is slow
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { prod.Close() })
+	e := &env{st: &devstack.Stack{Stack: prod, Endpoints: devstack.Endpoints{Sidecar: prod.URL, Ledger: ledgerURL, Orders: ordersURL}, Tokens: tokens},
+		dir: filepath.Join(dir, "sidecar"), client: &http.Client{Timeout: 30 * time.Second}}
 
 	if r := e.call(t, "GET", "/readyz", "", nil); r.status != http.StatusServiceUnavailable || r.errorOf(t).Code != "not_ready" {
 		t.Fatalf("readyz before a bundle: %d %s", r.status, r.body)

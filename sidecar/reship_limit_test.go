@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // An order's reships are counted across workflows: rep-ben's agent

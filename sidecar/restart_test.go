@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // An approval that arrives after a restart is honoured, and the refund

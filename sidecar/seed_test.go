@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/sidecar/devstack"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // The demo's table 1: six refund requests, each in its own workflow, each

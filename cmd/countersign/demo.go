@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/sidecar/demo"
+	"github.com/countersign/countersign/cmd/scenario/demo"
 )
 
 func newDemoCmd() *cobra.Command {

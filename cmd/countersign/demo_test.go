@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/cmd/scenario/demo"
 	"github.com/countersign/countersign/executor/reconcile"
-	"github.com/countersign/countersign/sidecar/demo"
 )
 
 // TestDemoJSON runs `countersign demo --json` as a user would and checks

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/sidecar/drill"
+	"github.com/countersign/countersign/cmd/scenario/drill"
 )
 
 func newDrillCmd() *cobra.Command {

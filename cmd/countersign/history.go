@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 func newBundleHistoryCmd() *cobra.Command {
@@ -28,7 +28,7 @@ runs, ask it: GET /v1/bundles.`,
 			if data == "" {
 				return errors.New("--data DIR is required")
 			}
-			db, err := store.Open(filepath.Join(data, devstack.StoreFile), store.Options{})
+			db, err := store.Open(filepath.Join(data, stack.StoreFile), store.Options{})
 			if errors.Is(err, store.ErrLocked) {
 				return fmt.Errorf("%w: stop the sidecar, or ask it with GET /v1/bundles", err)
 			}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/policy"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // The history survives the sidecar: p1 at start, p2 rejected by the gate,

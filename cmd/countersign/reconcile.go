@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/reconcile"
@@ -16,7 +18,6 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // offlineJWKS satisfies the simulators' Options: this command serves
@@ -73,7 +74,7 @@ could not run.`,
 // starting the dev stack: starting it would resume in-flight workflows,
 // dispatching refunds before they could be reported.
 func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
-	storePath := filepath.Join(dir, devstack.StoreFile)
+	storePath := filepath.Join(dir, stack.StoreFile)
 	for _, p := range []string{storePath, filepath.Join(dir, devstack.LedgerDir, ledger.FileName), filepath.Join(dir, devstack.OrdersDir, orders.FileName)} {
 		if _, err := os.Stat(p); err != nil {
 			return reconcile.Report{}, fmt.Errorf("no countersign data at %s (is %s the --data of countersign serve --dev?): %w", p, dir, err)

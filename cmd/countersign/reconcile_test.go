@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 func runReconcile(t *testing.T, args ...string) (string, error) {

@@ -11,34 +11,47 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
+// serveFlags are serve's command line.
+type serveFlags struct {
+	dev           bool
+	data          string
+	listen        string
+	bundle        string
+	agent         string
+	ledgerURL     string
+	ordersURL     string
+	issuer        string
+	issuerJWKS    string
+	policyTimeout time.Duration
+}
+
+// testHooks are the crash tests' failpoint and removed controls: both nil
+// unless the binary was built with -tags failpoints (see failpoint.go).
+type testHooks struct {
+	failpoint func(string) error
+	controls  *engine.Controls
+}
+
 func newServeCmd() *cobra.Command {
-	var (
-		dev        bool
-		data       string
-		listen     string
-		bundle     string
-		ledgerURL  string
-		ordersURL  string
-		issuer     string
-		issuerJWKS string
-		policyTime time.Duration
-	)
+	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve (--dev | --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR",
+		Use:   "serve (--dev | --agent ID --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR",
 		Short: "Run the sidecar (with --dev: with the ledger, the order system and a dev identity provider)",
 		Long: `Run the countersign sidecar until SIGTERM or SIGINT, then shut down cleanly.
 
-Without --dev it talks to the ledger and the order system at --ledger and
---orders, trusts people's tokens from --issuer signed with the keys at
---issuer-jwks (an https URL, refreshed, or a file), and stays not ready
-(503) until an operator activates a bundle through the gate
-(POST /v1/bundles) or --bundle names one. The systems of record must verify
-actor tokens against this sidecar's /.well-known/jwks.json.
+Without --dev it speaks for the agent --agent, talks to the ledger and the
+order system at --ledger and --orders, trusts people's tokens from --issuer
+signed with the keys at --issuer-jwks (an https URL, refreshed, or a file),
+and stays not ready (503) until an operator activates a bundle through the
+gate (POST /v1/bundles) or --bundle names one. The systems of record must
+verify actor tokens against this sidecar's /.well-known/jwks.json.
 
 With --dev it also starts the simulated ledger and order system and the dev
 identity provider on loopback ports, loads the embedded bundle p1 (or
@@ -50,109 +63,158 @@ system and its workflows as they were.`,
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if data == "" {
-				return errors.New("--data DIR is required: the sidecar keeps its state there")
-			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			// Both are nil unless the binary was built with -tags failpoints
-			// (the crash tests): see failpoint.go.
-			fail, err := failpointHook(log)
-			if err != nil {
-				return err
-			}
-			controls, err := removedControls(log)
-			if err != nil {
-				return err
-			}
-			opts := devstack.Options{DataDir: data, Listen: listen, Logger: log, Failpoint: fail, Controls: controls, Background: true,
-				PolicyTimeout: policyTime}
-			if !dev {
-				ext, err := externalSystems(ledgerURL, ordersURL, issuer, issuerJWKS)
-				if err != nil {
-					return err
-				}
-				opts.External = ext
-			}
-			if bundle != "" {
-				b, err := policy.LoadPath(bundle)
-				if err != nil {
-					return fmt.Errorf("--bundle %s: %w", bundle, err)
-				}
-				opts.Bundle = b
-			}
-			st, err := devstack.Start(cmd.Context(), opts)
-			if err != nil {
-				return withFlagAdvice(err)
-			}
-			log.Info("countersign serving", "dev", dev, "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
-				"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", data)
-			if dev {
-				if err := st.WriteFiles(data); err != nil {
-					st.Close()
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s (tokens in %s/dev-tokens.json); SIGTERM to stop\n", st.Endpoints.Sidecar, data)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s; SIGTERM to stop\n", st.Endpoints.Sidecar)
-			}
-			<-cmd.Context().Done()
-			log.Info("shutting down")
-			return st.Close()
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	cmd.Flags().BoolVar(&dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
-	cmd.Flags().StringVar(&data, "data", "", "data directory (state, keys, simulators)")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "sidecar listen address")
-	cmd.Flags().StringVar(&bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
-	cmd.Flags().StringVar(&ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
-	cmd.Flags().StringVar(&ordersURL, "orders", "", "the order system's base URL (without --dev)")
-	cmd.Flags().StringVar(&issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
-	cmd.Flags().DurationVar(&policyTime, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
-	cmd.Flags().StringVar(&issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
+	cmd.Flags().BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
+	cmd.Flags().StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
+	cmd.Flags().StringVar(&f.listen, "listen", stack.DefaultListen, "sidecar listen address")
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
+	cmd.Flags().StringVar(&f.agent, "agent", "", "the agent this sidecar speaks for, the act.sub of every actor token (required without --dev; --dev default "+devstack.AgentID+")")
+	cmd.Flags().StringVar(&f.ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
+	cmd.Flags().StringVar(&f.ordersURL, "orders", "", "the order system's base URL (without --dev)")
+	cmd.Flags().StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
+	cmd.Flags().StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	return cmd
+}
+
+// run starts the sidecar the flags ask for and serves until the command's
+// context ends (SIGTERM or SIGINT).
+func (f serveFlags) run(cmd *cobra.Command) error {
+	if f.data == "" {
+		return errors.New("--data DIR is required: the sidecar keeps its state there")
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	hooks, err := loadTestHooks(log)
+	if err != nil {
+		return err
+	}
+	b, err := f.loadBundle()
+	if err != nil {
+		return err
+	}
+	start := f.startProduction
+	if f.dev {
+		start = f.startDev
+	}
+	closer, err := start(cmd, log, hooks, b)
+	if err != nil {
+		return withFlagAdvice(err)
+	}
+	<-cmd.Context().Done()
+	log.Info("shutting down")
+	return closer.Close()
+}
+
+type closer interface{ Close() error }
+
+func loadTestHooks(log *slog.Logger) (testHooks, error) {
+	fail, err := failpointHook(log)
+	if err != nil {
+		return testHooks{}, err
+	}
+	controls, err := removedControls(log)
+	return testHooks{failpoint: fail, controls: controls}, err
+}
+
+// loadBundle reads --bundle, or nil when it is not given.
+func (f serveFlags) loadBundle() (*policy.Bundle, error) {
+	if f.bundle == "" {
+		return nil, nil
+	}
+	b, err := policy.LoadPath(f.bundle)
+	if err != nil {
+		return nil, fmt.Errorf("--bundle %s: %w", f.bundle, err)
+	}
+	return b, nil
+}
+
+// startProduction runs the production wiring alone: no simulator, no dev
+// identity provider, no fixture.
+func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+	opts, err := f.production()
+	if err != nil {
+		return nil, err
+	}
+	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, b, true
+	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
+	st, err := stack.Start(cmd.Context(), opts)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("countersign serving", "dev", false, "sidecar", st.URL, "ledger", opts.LedgerURL,
+		"orders", opts.OrdersURL, "policy_revision", st.Policy.Revision(), "data", f.data)
+	fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s; SIGTERM to stop\n", st.URL)
+	return st, nil
+}
+
+// startDev runs the dev stack and writes its endpoints and tokens.
+func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+	st, err := devstack.Start(cmd.Context(), devstack.Options{
+		DataDir: f.data, Listen: f.listen, Agent: f.agent, Logger: log, Failpoint: h.failpoint, Controls: h.controls,
+		Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("countersign serving", "dev", true, "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
+		"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", f.data)
+	if err := st.WriteFiles(f.data); err != nil {
+		st.Close()
+		return nil, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s (tokens in %s/dev-tokens.json); SIGTERM to stop\n", st.Endpoints.Sidecar, f.data)
+	return st, nil
 }
 
 // withFlagAdvice adds to a start-up problem a person fixes which flag to
 // change, keeping it one line.
 func withFlagAdvice(err error) error {
-	var se *devstack.StartError
+	var se *stack.StartError
 	if !errors.As(err, &se) {
 		return err
 	}
 	switch se.Kind {
-	case devstack.ErrAddrInUse:
+	case stack.ErrAddrInUse:
 		return fmt.Errorf("%w: stop it or pass --listen with another address", err)
-	case devstack.ErrDataDirLocked:
+	case stack.ErrDataDirLocked:
 		return fmt.Errorf("%w: stop it or pass --data with another directory", err)
 	}
 	return fmt.Errorf("%w: pass --data with a directory this user can write", err)
 }
 
-// externalSystems checks the production flags, reporting every problem at once.
-func externalSystems(ledgerURL, ordersURL, issuer, jwks string) (*devstack.External, error) {
+// production checks the production flags, reporting every problem at once
+// in the flags' own terms, and returns the options they give.
+func (f serveFlags) production() (stack.Options, error) {
 	var problems []error
-	for _, f := range []struct{ flag, v string }{{"--ledger", ledgerURL}, {"--orders", ordersURL}} {
-		flag, v := f.flag, f.v
-		u, err := url.Parse(v)
-		if v == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			problems = append(problems, fmt.Errorf("%s must be the http(s) base URL of the system (got %q)", flag, v))
+	if f.agent == "" {
+		problems = append(problems, errors.New("--agent must name the agent this sidecar speaks for"))
+	}
+	for _, u := range []struct{ flag, v string }{{"--ledger", f.ledgerURL}, {"--orders", f.ordersURL}} {
+		if !isBaseURL(u.v) {
+			problems = append(problems, fmt.Errorf("%s must be the http(s) base URL of the system (got %q)", u.flag, u.v))
 		}
 	}
-	if issuer == "" {
+	if f.issuer == "" {
 		problems = append(problems, errors.New("--issuer must name the iss of people's tokens"))
 	}
-	is := authn.Issuer{Name: issuer}
+	is := authn.Issuer{Name: f.issuer}
 	switch {
-	case strings.HasPrefix(jwks, "http://") || strings.HasPrefix(jwks, "https://"):
-		is.JWKSURL = jwks
-	case jwks != "":
-		is.JWKSFile = jwks
+	case strings.HasPrefix(f.issuerJWKS, "http://") || strings.HasPrefix(f.issuerJWKS, "https://"):
+		is.JWKSURL = f.issuerJWKS
+	case f.issuerJWKS != "":
+		is.JWKSFile = f.issuerJWKS
 	default:
 		problems = append(problems, errors.New("--issuer-jwks must be the issuer's JWKS URL or file"))
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
+		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
-	return &devstack.External{LedgerURL: ledgerURL, OrdersURL: ordersURL, Issuers: []authn.Issuer{is}}, nil
+	return stack.Options{DataDir: f.data, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is}}, nil
+}
+
+// isBaseURL reports whether v is an absolute http or https URL with a host.
+func isBaseURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

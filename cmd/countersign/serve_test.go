@@ -7,23 +7,31 @@ import (
 	"github.com/countersign/countersign/executor/policy"
 )
 
-func TestExternalSystemsFlags(t *testing.T) {
-	_, err := externalSystems("", "ftp://orders", "", "")
+// Without --dev every missing or malformed flag is named at once, with
+// the way out (--dev).
+func TestProductionFlags(t *testing.T) {
+	_, err := serveFlags{ordersURL: "ftp://orders"}.production()
 	if err == nil {
 		t.Fatal("no error for missing flags")
 	}
-	for _, want := range []string{"--ledger", "--orders", "--issuer must", "--issuer-jwks", "--dev"} {
+	for _, want := range []string{"--agent", "--ledger", "--orders", "--issuer must", "--issuer-jwks", "--dev"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	ext, err := externalSystems("http://127.0.0.1:1", "https://orders.example", "idp", "https://idp.example/jwks.json")
-	if err != nil || ext.Issuers[0].JWKSURL == "" || ext.Issuers[0].JWKSFile != "" {
-		t.Fatalf("%+v %v", ext, err)
+	f := serveFlags{data: "/var/lib/cs", agent: "support-agent", ledgerURL: "http://127.0.0.1:1", ordersURL: "https://orders.example",
+		issuer: "idp", issuerJWKS: "https://idp.example/jwks.json"}
+	o, err := f.production()
+	if err != nil || o.Issuers[0].JWKSURL == "" || o.Issuers[0].JWKSFile != "" || o.Agent != "support-agent" {
+		t.Fatalf("%+v %v", o, err)
 	}
-	ext, err = externalSystems("http://127.0.0.1:1", "http://127.0.0.1:2", "idp", "/etc/countersign/jwks.json")
-	if err != nil || ext.Issuers[0].JWKSFile != "/etc/countersign/jwks.json" {
-		t.Fatalf("%+v %v", ext, err)
+	if err := o.Validate(); err != nil {
+		t.Fatalf("the flags gave invalid options: %v", err)
+	}
+	f.issuerJWKS = "/etc/countersign/jwks.json"
+	o, err = f.production()
+	if err != nil || o.Issuers[0].JWKSFile != "/etc/countersign/jwks.json" {
+		t.Fatalf("%+v %v", o, err)
 	}
 }
 

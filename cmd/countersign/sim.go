@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // simServer is what the sim command needs of either system of record.

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // crashOnce is a failpoint that crashes once at the point it is armed for.

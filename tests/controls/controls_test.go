@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/cmd/scenario/demo"
 	"github.com/countersign/countersign/executor/engine"
-	"github.com/countersign/countersign/sidecar/demo"
 )
 
 // run runs c on a fresh stack under controls; a scenario that cannot run

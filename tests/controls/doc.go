@@ -4,7 +4,7 @@
 // designed (the invariant holds) and once with the control removed (the
 // invariant breaks). A removal that goes undetected fails the suite.
 //
-// The scenarios live in sidecar/demo, so `countersign demo` prints the
+// The scenarios live in cmd/scenario/demo, so `countersign demo` prints the
 // same matrix from the same code. Run with -v to see each row:
 //
 //	go test -v ./tests/controls

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
@@ -17,7 +18,6 @@ import (
 	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // newClock is the simulated clock a scenario runs on, standing at the

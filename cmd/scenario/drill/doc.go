@@ -1,6 +1,6 @@
 // Package drill runs the incident drill: three simulated hours of support
 // tickets through the real countersign (engine, store, OPA policy, actor
-// credentials, ledger and order system, all of sidecar/devstack on
+// credentials, ledger and order system, all of cmd/devstack on
 // loopback), during which a policy release with a units mistake removes the
 // approval step, and what the records, the monitor, containment,
 // reconciliation and compensation make of it.

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/scenario/drill"
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/store"
-	"github.com/countersign/countersign/sidecar/devstack"
-	"github.com/countersign/countersign/sidecar/drill"
 )
 
 // render runs the drill for seed and returns its text and its JSON.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/engine"
@@ -21,7 +22,6 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // The rows of the holes an adversarial review found after the first

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
@@ -26,7 +27,6 @@ import (
 	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
-	"github.com/countersign/countersign/sidecar/devstack"
 )
 
 // The incident's schedule. The delays after the alert are assumptions of

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/cmd/scenario/demo"
 	"github.com/countersign/countersign/executor/engine"
-	"github.com/countersign/countersign/sidecar/demo"
 )
 
 // Each control name turns off exactly one field of engine.Controls, and

@@ -1,4 +1,4 @@
-package devstack
+package stack
 
 import (
 	"errors"
@@ -59,7 +59,7 @@ func listenError(addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return &StartError{Kind: ErrAddrInUse, Addr: addr, Err: err}
 	}
-	return fmt.Errorf("devstack: listen for the sidecar on %s: %w", addr, err)
+	return fmt.Errorf("stack: listen for the sidecar on %s: %w", addr, err)
 }
 
 // storeError classifies a failed store.Open over dir.

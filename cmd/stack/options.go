@@ -1,0 +1,126 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// Defaults of Options.
+const (
+	// DefaultListen is the sidecar's address: loopback, a free port.
+	DefaultListen = "127.0.0.1:0"
+	// DefaultActivatedBy is who the bundle history records for a bundle
+	// activated at start.
+	DefaultActivatedBy = "serve"
+	// ReconcileEvery and MonitorEvery are the periods of the background
+	// jobs (Options.Background).
+	ReconcileEvery = 5 * time.Minute
+	MonitorEvery   = time.Minute
+)
+
+// Options configure a production sidecar. DataDir, Agent, LedgerURL,
+// OrdersURL and Issuers are required; everything else has a default.
+type Options struct {
+	// DataDir holds the store (StoreFile), the signing keys and PIDFile.
+	DataDir string
+	// Listen is the sidecar's address. Default DefaultListen.
+	Listen string
+	// Agent is the agent this sidecar speaks for: the act.sub of every
+	// actor token it mints.
+	Agent string
+	// LedgerURL and OrdersURL are the http(s) base URLs of the systems of
+	// record. They verify actor tokens against this sidecar's JWKS.
+	LedgerURL string
+	OrdersURL string
+	// Issuers are the trusted identity providers of people's tokens.
+	Issuers []authn.Issuer
+	// Bundle, when set, is activated through the gate at start. Otherwise
+	// the bundle the store records as active is restored.
+	Bundle *policy.Bundle
+	// FirstBundle, when set, gives the bundle to activate on a store that
+	// records none (the dev stack's embedded p1). Unset, a fresh sidecar
+	// stays not ready (503) until an operator activates one through the
+	// gate.
+	FirstBundle func() (*policy.Bundle, error)
+	// ActivatedBy is who the bundle history records for Bundle or
+	// FirstBundle. Default DefaultActivatedBy.
+	ActivatedBy string
+	// Clock defaults to the wall clock (UTC).
+	Clock clock.Clock
+	// Controls default to engine.DefaultControls; only tests remove one.
+	Controls *engine.Controls
+	// Failpoint is passed to the engine (crash tests only).
+	Failpoint func(string) error
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Entropy seeds audit ids (the drill, for byte-identical runs).
+	// Default crypto/rand.
+	Entropy io.Reader
+	// Background starts the periodic reconciliation (ReconcileEvery) and
+	// the monitors (MonitorEvery), as serve does.
+	Background bool
+	// PolicyTimeout bounds each policy evaluation. Default
+	// policy.DefaultTimeout.
+	PolicyTimeout time.Duration
+	// AttemptTimeout bounds each call to a system of record. Default
+	// dispatch.DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
+}
+
+// Validate reports every problem of o at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("DataDir is required: the sidecar keeps its state there"))
+	}
+	if o.Agent == "" {
+		errs = append(errs, errors.New("Agent is required: it is the act.sub of every actor token"))
+	}
+	for _, u := range []struct{ name, v string }{{"LedgerURL", o.LedgerURL}, {"OrdersURL", o.OrdersURL}} {
+		if !isBaseURL(u.v) {
+			errs = append(errs, fmt.Errorf("%s must be an http(s) base URL (got %q)", u.name, u.v))
+		}
+	}
+	if len(o.Issuers) == 0 {
+		errs = append(errs, errors.New("Issuers: at least one trusted identity provider is required"))
+	}
+	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// isBaseURL reports whether v is an absolute http or https URL with a host.
+func isBaseURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// withDefaults returns o with every unset field at its default.
+func (o Options) withDefaults() Options {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.ActivatedBy == "" {
+		o.ActivatedBy = DefaultActivatedBy
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Wall{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

@@ -1,0 +1,273 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/monitor"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/reconcile"
+	"github.com/countersign/countersign/executor/release"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/systems"
+	"github.com/countersign/countersign/executor/telemetry"
+	"github.com/countersign/countersign/sidecar"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// Stack is a running sidecar and the pieces behind it.
+type Stack struct {
+	// URL is the sidecar's base URL, http://host:port.
+	URL string
+
+	Authority *credential.Authority
+	Store     *store.DB
+	Policy    *policy.Engine
+	Releases  *release.Service
+	Engine    *engine.Engine
+	Server    *sidecar.Server
+	Systems   *systems.Systems
+	Audit     *audit.Log
+	Reconcile *reconcile.Job
+	Monitor   *monitor.Monitor
+
+	res      *Reservation
+	ln       net.Listener
+	verifier *authn.Verifier
+	cancel   context.CancelFunc
+	served   chan error
+}
+
+// Start validates o, reserves its data directory and address, and wires
+// and serves the sidecar until Close.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := Reserve(o.DataDir, o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	return r.Start(ctx, o)
+}
+
+// Start wires and serves the sidecar over the reservation, which it owns
+// from now on: o.DataDir and o.Listen are the reservation's. On any error
+// everything is closed and the reservation released; only after
+// engine.ErrCrashed (a crash test's failpoint during the start-up resume)
+// is the closed stack returned too.
+func (r *Reservation) Start(ctx context.Context, o Options) (*Stack, error) {
+	o.DataDir, o.Listen = r.dir, r.ln.Addr().String()
+	if err := o.Validate(); err != nil {
+		r.Release()
+		return nil, err
+	}
+	st := &Stack{URL: r.URL(), res: r, Store: r.store, ln: r.ln}
+	err := st.start(ctx, o.withDefaults())
+	if err == nil {
+		return st, nil
+	}
+	st.Close()
+	if errors.Is(err, engine.ErrCrashed) {
+		return st, err
+	}
+	return nil, err
+}
+
+// start runs the steps in order; each fills in one piece of st.
+func (st *Stack) start(ctx context.Context, o Options) (err error) {
+	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger}); err != nil {
+		return err
+	}
+	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.Issuers, Clock: o.Clock, Logger: o.Logger}); err != nil {
+		return err
+	}
+	st.newPolicy(o)
+	if err := st.loadBundle(ctx, o); err != nil {
+		return err
+	}
+	m, err := newMetrics()
+	if err != nil {
+		return err
+	}
+	if st.Systems, err = newSystems(o, st.Authority); err != nil {
+		return err
+	}
+	st.Engine = st.newEngine(o, m.observer)
+	if st.Reconcile, err = newReconcile(o, st.Store, st.Systems); err != nil {
+		return err
+	}
+	if st.Monitor, err = st.newMonitor(ctx, o, m.registry); err != nil {
+		return err
+	}
+	st.Server = st.newServer(o, m)
+	st.serve(o, m)
+	return st.resume(ctx, o)
+}
+
+// newPolicy makes the audit log, the policy engine (recording every
+// activation attempt in the store's history and the audit log) and the
+// release service over both.
+func (st *Stack) newPolicy(o Options) {
+	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
+	st.Policy = policy.New(policy.Options{
+		History: release.History{DB: st.Store, Log: st.Audit}, Clock: o.Clock, Timeout: o.PolicyTimeout,
+		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins,
+	})
+	st.Releases = release.New(st.Store, st.Policy)
+}
+
+// loadBundle activates o.Bundle, or restores the bundle the store records
+// as active, or on a store that records none activates o.FirstBundle's.
+// Without either a fresh sidecar stays not ready until an operator
+// activates a bundle through the gate.
+func (st *Stack) loadBundle(ctx context.Context, o Options) error {
+	by := policy.Activation{By: o.ActivatedBy}
+	if o.Bundle != nil {
+		_, err := st.Releases.ActivateBundle(ctx, o.Bundle, by)
+		return err
+	}
+	err := st.Releases.Restore(ctx)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if o.FirstBundle == nil {
+		return nil
+	}
+	b, err := o.FirstBundle()
+	if err != nil {
+		return err
+	}
+	_, err = st.Releases.ActivateBundle(ctx, b, by)
+	return err
+}
+
+// metrics are the Prometheus registry the sidecar serves at /metrics and
+// what reports into it.
+type metrics struct {
+	registry    *prometheus.Registry
+	observer    *telemetry.Metrics
+	unexplained prometheus.Gauge
+}
+
+func newMetrics() (metrics, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs, err := telemetry.New(reg)
+	if err != nil {
+		return metrics{}, err
+	}
+	unexplained := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "countersign_reconciliation_unexplained",
+		Help: "Differences between the agent's records and the systems of record that the last reconciliation could not explain.",
+	})
+	if err := reg.Register(unexplained); err != nil {
+		return metrics{}, err
+	}
+	return metrics{registry: reg, observer: obs, unexplained: unexplained}, nil
+}
+
+// newSystems is the client of the ledger and the order system, minting a
+// fresh actor token for o.Agent on every call.
+func newSystems(o Options, minter *credential.Authority) (*systems.Systems, error) {
+	return systems.New(systems.Options{
+		LedgerURL: o.LedgerURL, OrdersURL: o.OrdersURL, Minter: minter, Agent: o.Agent, Logger: o.Logger,
+		AttemptTimeout: o.AttemptTimeout,
+	})
+}
+
+func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
+	return engine.New(engine.Options{
+		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
+		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
+	})
+}
+
+// newReconcile compares the store's steps with the ledger's entries and
+// the order system's shipments.
+func newReconcile(o Options, db *store.DB, sys *systems.Systems) (*reconcile.Job, error) {
+	return reconcile.New(reconcile.Options{
+		Records: reconcile.FromStore(db), Ledger: sys.Dispatcher().Ledger(),
+		Shipments: sys.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger,
+	})
+}
+
+// newMonitor's alerts go to the audit log through the engine, so they are
+// chained with everything else.
+func (st *Stack) newMonitor(ctx context.Context, o Options, reg prometheus.Registerer) (*monitor.Monitor, error) {
+	return monitor.New(monitor.Options{
+		Store: st.Store, Clock: o.Clock, Logger: o.Logger, Registerer: reg,
+		Sink: func(a monitor.Alert) error {
+			return st.Engine.RecordEvent(ctx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
+				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
+		},
+	})
+}
+
+func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
+	return sidecar.New(sidecar.Options{
+		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
+		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
+		Reconcile: st.Reconcile, Unexplained: m.unexplained,
+	})
+}
+
+// serve starts the sidecar on the reserved socket and, with o.Background,
+// the periodic reconciliation and monitors; Close stops them all.
+func (st *Stack) serve(o Options, m metrics) {
+	sctx, cancel := context.WithCancel(context.Background())
+	st.cancel, st.served = cancel, make(chan error, 1)
+	go func() { st.served <- st.Server.Serve(sctx, st.ln) }()
+	if !o.Background {
+		return
+	}
+	go st.Reconcile.RunEvery(sctx, ReconcileEvery, func(r reconcile.Report, err error) {
+		if err == nil {
+			m.unexplained.Set(float64(r.Unexplained))
+		}
+	})
+	go st.Monitor.Run(sctx, MonitorEvery)
+}
+
+// resume finishes what a crash may have left between decision and record.
+// Only a crash test's failpoint ends the start; anything else the next
+// resume or a person resolves.
+func (st *Stack) resume(ctx context.Context, o Options) error {
+	err := st.Engine.ResumeAll(ctx)
+	if err == nil || errors.Is(err, engine.ErrCrashed) {
+		return err
+	}
+	o.Logger.Warn("resume at start incomplete", "err", err)
+	return nil
+}
+
+// Close shuts the sidecar down gracefully, then releases the data
+// directory and the address. It is safe on a stack that failed half-way
+// through Start, on nil, and twice.
+func (st *Stack) Close() error {
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	if st.cancel != nil {
+		st.cancel()
+		if err := <-st.served; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+		st.cancel = nil
+	}
+	if st.verifier != nil {
+		st.verifier.Close(context.Background())
+		st.verifier = nil
+	}
+	errs = append(errs, st.res.Release())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,156 @@
+package stack_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// TestProductionWiringLinksNoSimulator: the production wiring links
+// nothing of the simulated systems of record or of the Quillfeather
+// fixture. A production binary that could start a simulator, or that knew
+// the fixture's people, would be one import away from trusting them.
+func TestProductionWiringLinksNoSimulator(t *testing.T) {
+	const module = "github.com/countersign/countersign/"
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/stack").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || !strings.Contains(string(out), module+"sidecar\n") {
+		t.Fatalf("go list -deps ./cmd/stack does not list the sidecar; the check would prove nothing:\n%s", out)
+	}
+	for _, p := range deps {
+		for _, banned := range []string{"executor/sim", "executor/fixture", "cmd/devstack", "cmd/scenario"} {
+			if p == module+banned || strings.HasPrefix(p, module+banned+"/") {
+				t.Errorf("cmd/stack links %s", p)
+			}
+		}
+	}
+}
+
+// production are valid options against systems that are not there: enough
+// to start, not to serve a step.
+func production(t *testing.T) stack.Options {
+	t.Helper()
+	_, pub, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := jwk.Import(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Set(jwk.KeyIDKey, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(key); err != nil {
+		t.Fatal(err)
+	}
+	return stack.Options{DataDir: t.TempDir(), Agent: "support-agent", LedgerURL: "http://127.0.0.1:1", OrdersURL: "http://127.0.0.1:1",
+		Issuers: []authn.Issuer{{Name: "idp", Keys: set}}}
+}
+
+// TestStartRefusesWhatAPersonMustFix: the production wiring refuses a held
+// data directory, an address in use and a data directory that cannot be
+// created, each as a *StartError of its kind in one line.
+func TestStartRefusesWhatAPersonMustFix(t *testing.T) {
+	running := production(t)
+	first, err := stack.Start(context.Background(), running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Close() })
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held, busy := production(t), production(t)
+	held.DataDir = running.DataDir
+	busy.Listen = strings.TrimPrefix(first.URL, "http://")
+	unwritable := production(t)
+	unwritable.DataDir = filepath.Join(file, "data")
+	for _, tc := range []struct {
+		name     string
+		o        stack.Options
+		kind     error
+		wantText string
+	}{
+		{"a data dir held by a running sidecar is locked", held, stack.ErrDataDirLocked, "pid"},
+		{"an address in use is refused", busy, stack.ErrAddrInUse, busy.Listen},
+		{"a data dir under a regular file is unwritable", unwritable, stack.ErrDataDirUnwritable, "not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := stack.Start(context.Background(), tc.o)
+			var se *stack.StartError
+			if st != nil || !errors.Is(err, tc.kind) || !errors.As(err, &se) {
+				t.Fatalf("Start = %v, %v; want a *StartError %v", st, err, tc.kind)
+			}
+			if tc.kind == stack.ErrDataDirLocked && se.PID != os.Getpid() {
+				t.Errorf("holder pid %d, want this process, %d", se.PID, os.Getpid())
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tc.wantText) {
+				t.Errorf("message %q is not one line naming %q", msg, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestValidateReportsEveryProblem: a person fixing a configuration sees
+// the whole list at once.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := stack.Options{LedgerURL: "ftp://ledger", PolicyTimeout: -1}.Validate()
+	if err == nil {
+		t.Fatal("empty options are valid")
+	}
+	for _, want := range []string{"DataDir", "Agent", "LedgerURL", "OrdersURL", "Issuers", "PolicyTimeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v does not name %s", err, want)
+		}
+	}
+	if _, err := stack.Start(context.Background(), stack.Options{}); err == nil {
+		t.Fatal("Start with empty options succeeded")
+	}
+	if err := production(t).Validate(); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+}
+
+// A fresh production sidecar has no bundle, so it is not ready until an
+// operator activates one through the gate; it is alive all the same.
+func TestFreshSidecarIsAliveNotReady(t *testing.T) {
+	st, err := stack.Start(context.Background(), production(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable} {
+		res, err := http.Get(st.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("%s: %d, want %d", path, res.StatusCode, want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
