@@ -80,10 +80,10 @@ type Options struct {
 func (o Options) Validate() error {
 	var errs []error
 	if o.DataDir == "" {
-		errs = append(errs, errors.New("DataDir is required: the sidecar keeps its state there"))
+		errs = append(errs, errors.New("option DataDir is required: the sidecar keeps its state there"))
 	}
 	if o.Agent == "" {
-		errs = append(errs, errors.New("Agent is required: it is the act.sub of every actor token"))
+		errs = append(errs, errors.New("option Agent is required: it is the act.sub of every actor token"))
 	}
 	for _, u := range []struct{ name, v string }{{"LedgerURL", o.LedgerURL}, {"OrdersURL", o.OrdersURL}} {
 		if !isBaseURL(u.v) {
@@ -91,7 +91,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if len(o.Issuers) == 0 {
-		errs = append(errs, errors.New("Issuers: at least one trusted identity provider is required"))
+		errs = append(errs, errors.New("option Issuers needs at least one trusted identity provider"))
 	}
 	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))
