@@ -17,6 +17,7 @@ package bundles
 import (
 	"embed"
 	"io/fs"
+	"testing/fstest"
 )
 
 //go:embed all:p1 all:p2 all:p3
@@ -35,4 +36,33 @@ func Open(name string) (fs.FS, error) {
 		return nil, err
 	}
 	return fs.Sub(embedded, name)
+}
+
+// Variant returns the files of embedded bundle base under another revision,
+// with call/call.rego passed through edit and the extra files added or
+// replaced: how the tests and the demo build a bundle that differs from a
+// release in one rule.
+func Variant(base, revision string, edit func(string) string, extra map[string]string) (fstest.MapFS, error) {
+	src, err := Open(base)
+	if err != nil {
+		return nil, err
+	}
+	fsys := fstest.MapFS{}
+	err = fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(src, p)
+		fsys[p] = &fstest.MapFile{Data: b}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	fsys[".manifest"] = &fstest.MapFile{Data: []byte(`{"revision": "` + revision + `", "roots": ["countersign"], "rego_version": 1}`)}
+	fsys["call/call.rego"].Data = []byte(edit(string(fsys["call/call.rego"].Data)))
+	for name, body := range extra {
+		fsys[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	return fsys, nil
 }

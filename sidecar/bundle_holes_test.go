@@ -26,26 +26,9 @@ import (
 // through edit and extra files added or replaced.
 func p1Edited(t *testing.T, rev string, edit func(string) string, extra map[string]string) fstest.MapFS {
 	t.Helper()
-	src, err := bundles.Open("p1")
+	fsys, err := bundles.Variant("p1", rev, edit, extra)
 	if err != nil {
 		t.Fatal(err)
-	}
-	fsys := fstest.MapFS{}
-	err = fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(src, p)
-		fsys[p] = &fstest.MapFile{Data: b}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys[".manifest"] = &fstest.MapFile{Data: []byte(`{"revision": "` + rev + `", "roots": ["countersign"], "rego_version": 1}`)}
-	fsys["call/call.rego"].Data = []byte(edit(string(fsys["call/call.rego"].Data)))
-	for name, body := range extra {
-		fsys[name] = &fstest.MapFile{Data: []byte(body)}
 	}
 	return fsys
 }

