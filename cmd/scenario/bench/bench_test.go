@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/scenario/bench"
 )
 
@@ -112,5 +113,43 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchDrivesARunningSidecar: with Sidecar the bench reads the tokens
+// and endpoints a dev sidecar wrote, drives it over HTTP, and reports what
+// it cannot see from outside as unknown rather than as zero.
+func TestBenchDrivesARunningSidecar(t *testing.T) {
+	dir := t.TempDir()
+	st, err := devstack.Start(context.Background(), devstack.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bench.Run(context.Background(), bench.Options{
+		Agents: []int{2}, Duration: 200 * time.Millisecond, Sidecar: st.URL, DataDir: dir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 1 {
+		t.Fatalf("rows = %+v, want one", r.Rows)
+	}
+	row := r.Rows[0]
+	if row.Done == 0 || row.Other != 0 || row.Done+row.Other != row.Requests {
+		t.Errorf("done %d, other %d (%v), requests %d", row.Done, row.Other, row.Outcomes, row.Requests)
+	}
+	if row.CommitsPerStep != nil || row.FsyncsPerStep != nil || row.CPUSecondsPer1000Step != nil || row.Commits != nil {
+		t.Errorf("out of process the commits, fsyncs and CPU are unknown, got %+v", row)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "| unknown | unknown | unknown |") {
+		t.Errorf("the table does not say unknown:\n%s", text.String())
 	}
 }

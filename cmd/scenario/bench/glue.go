@@ -56,7 +56,7 @@ func startGlue(ctx context.Context, t *target) (*glue, error) {
 		return nil, fmt.Errorf("bench: glue: start OPA: %w", err)
 	}
 	g := &glue{ledger: st.Endpoints.Ledger, minter: st.Authority, manager: m}
-	srv, err := server.New().WithStore(store).WithManager(m).WithAddresses([]string{"127.0.0.1:0"}).Init(ctx)
+	srv, err := server.New().WithStore(store).WithManager(m).Init(ctx)
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("bench: glue: OPA server: %w", err)
