@@ -50,7 +50,7 @@ stderr.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntSliceVar(&o.Agents, "agents", bench.DefaultAgents, "agent counts, one run each")
+	f.IntSliceVar(&o.Agents, "agents", bench.DefaultAgents(), "agent counts, one run each")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each run starts new steps")
 	f.BoolVar(&o.Baseline, "baseline", false, "also run the glue (OPA server over REST + direct ledger call) and print the ratio")
 	f.StringVar(&o.Sidecar, "sidecar", "", "drive this running serve --dev (loopback URL) instead of an in-process stack")

@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// Defaults of Options.
-var DefaultAgents = []int{1, 64}
+// DefaultAgents are the agent counts of Options.Agents left empty.
+func DefaultAgents() []int { return []int{1, 64} }
 
 const (
+	// DefaultDuration is Options.Duration left zero.
 	DefaultDuration = 10 * time.Second
 	// RefundsPerOrder is how many 1-cent refunds an agent makes on one
 	// order before it adds a fresh one: $10.00, well inside p1's $50.00
@@ -91,7 +92,7 @@ func loopback(raw string) error {
 
 func (o Options) withDefaults() Options {
 	if len(o.Agents) == 0 {
-		o.Agents = DefaultAgents
+		o.Agents = DefaultAgents()
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration

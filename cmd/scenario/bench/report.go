@@ -64,7 +64,8 @@ type Row struct {
 	// Commits are the bbolt commits per file over the cell (the orders
 	// file less the bench's own order inserts); absent out of process.
 	Commits map[string]uint64 `json:"commits,omitempty"`
-	// The figures below are null when the stack runs out of process.
+	// The figures below are null when the stack runs out of process (or
+	// when nothing was done: there is no step to divide by).
 	CommitsPerStep        *float64 `json:"commits_per_step"`
 	FsyncsPerStep         *float64 `json:"fsyncs_per_step"`
 	CPUSecondsPer1000Step *float64 `json:"cpu_seconds_per_1000_steps"`

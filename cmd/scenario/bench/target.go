@@ -46,9 +46,9 @@ type commitSource struct {
 // dev sidecar wrote into its data directory.
 func openTarget(ctx context.Context, o Options) (*target, func() error, error) {
 	t := &target{client: newClient(), run: runID()}
-	// Order ids are O- and 12 digits, unique to this run within a day's
-	// seconds, so orders of an earlier run on the same sidecar are not
-	// reused (addOrder skips any that exists all the same).
+	// Order ids are O- and 12 digits: 9, the run's start second modulo
+	// 100,000, then a counter; so runs on one sidecar rarely meet, and
+	// renewOrder skips an id that exists all the same.
 	t.nextOrder.Store(900_000_000_000 + uint64(time.Now().Unix()%100_000)*1_000_000)
 	if o.Sidecar != "" {
 		return t, func() error { return nil }, t.readDevFiles(o)
