@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 		newReconcileCmd(),
 		newDemoCmd(),
 		newDrillCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

@@ -473,3 +473,27 @@ func TestReshipTokenReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitsCountsEachWrite: an order added is one commit of the order
+// system's file, a lookup none (the bench subtracts its own order inserts
+// from this count).
+func TestCommitsCountsEachWrite(t *testing.T) {
+	e := start(t)
+	before, err := e.srv.Commits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.PutOrder(orders.Order{ID: "O-777", Region: "EU", Customer: "c", Paid: 100, Status: "shipped"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.Order("O-777"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.srv.Commits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before != 1 {
+		t.Errorf("Commits went from %d to %d, want +1", before, after)
+	}
+}

@@ -180,6 +180,14 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// Commits returns the id of the last committed write transaction of the
+// system's file: see store.DB.Commits, which counts the same way.
+func (s *Server) Commits() (uint64, error) {
+	var id int
+	err := s.core.DB.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+	return uint64(id), err
+}
+
 // SetFaults replaces the fault counters; a system opened with
 // Spec.NoWrongAmount refuses a wrong_amount counter.
 func (s *Server) SetFaults(f fault.Faults) error { return s.core.Faults.Set(f) }

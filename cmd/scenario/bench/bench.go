@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"time"
+)
+
+// DefaultAgents are the agent counts of Options.Agents left empty.
+func DefaultAgents() []int { return []int{1, 64} }
+
+const (
+	// DefaultDuration is Options.Duration left zero.
+	DefaultDuration = 10 * time.Second
+	// RefundsPerOrder is how many 1-cent refunds an agent makes on one
+	// order before it adds a fresh one: $10.00, well inside p1's $50.00
+	// of automatic refunds per order.
+	RefundsPerOrder = 1000
+	// MaxAgents bounds one cell's concurrency.
+	MaxAgents = 1024
+	// requestTimeout bounds every request the bench makes.
+	requestTimeout = 30 * time.Second
+)
+
+// Options configure a bench run.
+type Options struct {
+	// Agents lists the agent counts, one cell each. Default DefaultAgents.
+	Agents []int
+	// Duration is how long each cell starts new steps. Default
+	// DefaultDuration.
+	Duration time.Duration
+	// Baseline adds the glue's cells after countersign's.
+	Baseline bool
+	// Sidecar is the base URL of a running `serve --dev`; empty starts the
+	// dev stack in this process.
+	Sidecar string
+	// DataDir: with Sidecar, the data directory holding dev-tokens.json and
+	// dev-endpoints.json (required). Without, where the in-process stack
+	// keeps its files; it must be empty or absent. Empty: a temporary
+	// directory, removed at the end.
+	DataDir string
+	// Progress receives a line per cell. Default: discard.
+	Progress io.Writer
+	// Logger receives the in-process stack's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of o at once.
+func (o Options) Validate() error {
+	var errs []error
+	for _, n := range o.Agents {
+		if n < 1 || n > MaxAgents {
+			errs = append(errs, fmt.Errorf("%w: an agent count must be 1 to %d, not %d", ErrOptions, MaxAgents, n))
+		}
+	}
+	if o.Duration < 0 {
+		errs = append(errs, fmt.Errorf("%w: the duration must be positive, not %v", ErrOptions, o.Duration))
+	}
+	if o.Sidecar != "" {
+		if err := loopback(o.Sidecar); err != nil {
+			errs = append(errs, err)
+		}
+		if o.DataDir == "" {
+			errs = append(errs, fmt.Errorf("%w: --sidecar needs --data, the directory where serve --dev wrote dev-tokens.json", ErrOptions))
+		}
+		if o.Baseline {
+			errs = append(errs, ErrBaselineOutOfProcess)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopback checks that raw is an http URL of this machine.
+func loopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("%w: %q is not an http://host:port URL", ErrOptions, raw)
+	}
+	if h := u.Hostname(); h == "localhost" {
+		return nil
+	} else if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrNotLoopback, raw)
+}
+
+func (o Options) withDefaults() Options {
+	if len(o.Agents) == 0 {
+		o.Agents = DefaultAgents()
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Run measures countersign (and with o.Baseline the glue) for each agent
+// count and returns the report.
+func Run(ctx context.Context, o Options) (_ *Report, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	tg, cleanup, err := openTarget(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := cleanup(); cerr != nil && err == nil {
+			err = fmt.Errorf("bench: stop the stack: %w", cerr)
+		}
+	}()
+	r := newReport(o, tg)
+	for _, n := range o.Agents {
+		row, err := runCell(ctx, o, tg, n, countersign{})
+		if err != nil {
+			return nil, err
+		}
+		r.add(o.Progress, row)
+	}
+	if !o.Baseline {
+		return r, nil
+	}
+	g, err := startGlue(ctx, tg)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	for _, n := range o.Agents {
+		row, err := runCell(ctx, o, tg, n, g)
+		if err != nil {
+			return nil, err
+		}
+		r.add(o.Progress, row)
+	}
+	r.ratios()
+	return r, nil
+}
+
+// tempDir is dir, or a fresh temporary directory and its removal.
+func tempDir(dir string) (string, func() error, error) {
+	if dir != "" {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return "", nil, fmt.Errorf("%w: %s is not empty: the in-process stack starts from nothing", ErrOptions, dir)
+		}
+		return dir, func() error { return nil }, nil
+	}
+	tmp, err := os.MkdirTemp("", "countersign-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() error { return os.RemoveAll(tmp) }, nil
+}

@@ -1,0 +1,66 @@
+// Package bench is `countersign bench`: it measures what a governed refund
+// costs, end to end, through the real HTTP API.
+//
+// # What runs
+//
+// By default the dev stack (cmd/devstack: the sidecar, the simulated
+// ledger and order system, each with its own bbolt file) starts in this
+// process on loopback, over a fresh data directory. With Options.Sidecar
+// the bench drives a sidecar already running (`serve --dev --data DIR`)
+// with the tokens and endpoints that dev mode wrote into DIR.
+//
+// For each agent count, N agents run for Options.Duration. Each agent
+// loops: create a workflow (POST /v1/workflows with a fresh id), then
+// propose a refund of 1 cent in it (POST /v1/workflows/{id}/steps), as a
+// representative of the fixture. A step counts as done only when the
+// answer is 200 with status done; every other answer (and every request
+// that got none) is counted under what it was, never dropped.
+//
+// # Keeping every refund allowed
+//
+// The policy stays p1 as shipped (or whatever the targeted sidecar has
+// active). Its limits that 1-cent refunds would meet are spread out
+// instead of raised: every agent refunds on an order of its own, added
+// through the order system's test endpoint (POST /_sim/orders, paid
+// $1,000.00) before the cell starts, and replaced by a fresh one every
+// RefundsPerOrder refunds, far below the $50.00 that an order's refunds
+// may reach before a lead must approve (R7). Agents alternate between
+// rep-ana (EU) and rep-ben (US), each on orders of their own region. The
+// caps that remain (a rep's $1,000.00 a day, the agent's $3,000.00 an
+// hour) allow 100,000 and 300,000 such refunds: a run long enough to
+// reach them shows the denials among the outcomes.
+//
+// # Figures
+//
+//   - done/s: done steps over the cell's wall time, from the first request
+//     to the last answer (agents start no request after the duration, and
+//     wait for the answers in flight).
+//   - propose p50/p99 and create+propose p50/p99: nearest-rank percentiles
+//     of the done steps' latencies.
+//   - commits per step: the commits of every bbolt file of the in-process
+//     stack (the sidecar's store, the ledger, the order system) over the
+//     cell, read from each file's transaction id (store.DB.Commits), less
+//     the orders the bench itself added during the cell, per done step.
+//     fsyncs per step are twice that: bbolt with the default options
+//     fdatasyncs once after the data pages and once after the meta page of
+//     every commit (an fsync when a file grows is not counted). Out of
+//     process they are unknown.
+//   - CPU seconds per 1,000 steps: this process's user+system time
+//     (getrusage) over the cell per 1,000 done steps. In process that is the
+//     whole stack plus the bench's own HTTP clients; out of process it is
+//     unknown.
+//
+// # The baseline
+//
+// With Options.Baseline the same agents, for the same duration and on the
+// same ledger, run what a team would write instead of countersign: an
+// OPA server in this process (OPA's own server package and plugin
+// manager, serving its REST API on loopback) loaded with the very bundle
+// the sidecar has active, one REST decision per call (POST
+// /v1/data/countersign/call/decision, with the input the engine would
+// build, less the history totals such glue does not keep: they are zero),
+// then a direct ledger POST /refunds with an actor token minted by the
+// stack's own credential authority and an idempotency key. A glue step is
+// done when the ledger answers 201. The report prints countersign's
+// done/s over the glue's per agent count.
+package bench

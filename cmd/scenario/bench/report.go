@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is one bench run. Its JSON is what `countersign bench --json`
+// prints.
+type Report struct {
+	Machine Machine `json:"machine"`
+	Params  Params  `json:"params"`
+	Rows    []Row   `json:"rows"`
+	// Ratios are countersign's done/s over the glue's, per agent count
+	// (with Options.Baseline only).
+	Ratios []Ratio `json:"ratios,omitempty"`
+}
+
+// Machine is where the run ran.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Go         string `json:"go"`
+	Platform   string `json:"platform"`
+}
+
+// Params are the run's parameters and how its workload was kept allowed.
+type Params struct {
+	Target          string  `json:"target"`
+	Policy          string  `json:"policy"`
+	Agents          []int   `json:"agents"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	Baseline        bool    `json:"baseline"`
+	Workload        string  `json:"workload"`
+	Fsyncs          string  `json:"fsyncs"`
+	Glue            string  `json:"glue,omitempty"`
+}
+
+// Row is one cell: a system with a number of agents.
+type Row struct {
+	System string `json:"system"` // "countersign" or "glue"
+	Agents int    `json:"agents"`
+	// Seconds is the cell's wall time, first request to last answer.
+	Seconds float64 `json:"seconds"`
+	// Requests = Done + Other: every step attempted, each counted once.
+	Requests int `json:"requests"`
+	Done     int `json:"done"`
+	Other    int `json:"other"`
+	// Outcomes counts the steps that were not done, by what happened.
+	Outcomes   map[string]int `json:"outcomes"`
+	DonePerSec float64        `json:"done_per_sec"`
+	// Propose is the latency of the done steps' proposal (for the glue:
+	// its decision and its ledger call).
+	Propose Latency `json:"propose"`
+	// CreatePropose is the done steps' workflow creation and proposal;
+	// absent for the glue, which has no workflow.
+	CreatePropose *Latency `json:"create_propose,omitempty"`
+	// Commits are the bbolt commits per file over the cell (the orders
+	// file less the bench's own order inserts); absent out of process.
+	Commits map[string]uint64 `json:"commits,omitempty"`
+	// The figures below are null when the stack runs out of process (or
+	// when nothing was done: there is no step to divide by).
+	CommitsPerStep        *float64 `json:"commits_per_step"`
+	FsyncsPerStep         *float64 `json:"fsyncs_per_step"`
+	CPUSecondsPer1000Step *float64 `json:"cpu_seconds_per_1000_steps"`
+}
+
+// Latency is a pair of nearest-rank percentiles, in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// Ratio compares the two systems at one agent count.
+type Ratio struct {
+	Agents      int     `json:"agents"`
+	Countersign float64 `json:"countersign_done_per_sec"`
+	Glue        float64 `json:"glue_done_per_sec"`
+	Ratio       float64 `json:"ratio"`
+}
+
+func newReport(o Options, t *target) *Report {
+	r := &Report{
+		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+			Platform: runtime.GOOS + "/" + runtime.GOARCH},
+		Params: Params{
+			Target: t.desc, Policy: t.revision, Agents: o.Agents, DurationSeconds: o.Duration.Seconds(), Baseline: o.Baseline,
+			Workload: fmt.Sprintf("each agent: create a workflow, propose issue_refund of 1 cent in it; "+
+				"agents alternate %s, each on an order of its own (POST /_sim/orders, paid $1,000.00, "+
+				"a fresh one every %s refunds) so no cap or approval threshold binds", strings.Join(reps, "/"), thousands(RefundsPerOrder)),
+			Fsyncs: "unknown: the stack runs out of process",
+		},
+	}
+	if t.stack != nil {
+		r.Params.Fsyncs = "2 per bbolt commit (data pages, then meta page); commits counted from each file's " +
+			"transaction id (sidecar store, ledger, orders), less the bench's own order inserts"
+	}
+	if o.Baseline {
+		r.Params.Glue = "OPA's own server (v1/server and plugin manager) in this process on loopback with the active bundle; " +
+			"per call: POST /v1/data/countersign/call/decision (the engine's input, totals zero), then the ledger's " +
+			"POST /refunds with an actor token from the stack's credential authority and an Idempotency-Key"
+	}
+	return r
+}
+
+// makeRow turns a cell's tally and counters into its row.
+func makeRow(sys string, n int, x *tally, before, after counters, inProcess bool) Row {
+	secs := after.at.Sub(before.at).Seconds()
+	row := Row{
+		System: sys, Agents: n, Seconds: secs, Requests: x.requests, Done: x.done,
+		Other: x.requests - x.done, Outcomes: x.problems, Propose: percentiles(x.propose),
+	}
+	if secs > 0 {
+		row.DonePerSec = float64(x.done) / secs
+	}
+	if len(x.total) > 0 {
+		l := percentiles(x.total)
+		row.CreatePropose = &l
+	}
+	if !inProcess || x.done == 0 {
+		return row
+	}
+	row.Commits = map[string]uint64{}
+	var sum uint64
+	for name, v := range after.commits {
+		d := v - before.commits[name]
+		if name == "orders" {
+			d -= uint64(x.renewed)
+		}
+		row.Commits[name], sum = d, sum+d
+	}
+	perStep := float64(sum) / float64(x.done)
+	fsyncs := 2 * perStep
+	cpu := (after.cpu - before.cpu).Seconds() * 1000 / float64(x.done)
+	row.CommitsPerStep, row.FsyncsPerStep, row.CPUSecondsPer1000Step = &perStep, &fsyncs, &cpu
+	return row
+}
+
+// percentiles are the nearest-rank p50 and p99 of samples.
+func percentiles(samples []time.Duration) Latency {
+	if len(samples) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	rank := func(p float64) float64 {
+		i := int(float64(len(s))*p+0.999999) - 1 // ceil(p*n) - 1
+		return float64(s[max(0, min(i, len(s)-1))]) / float64(time.Millisecond)
+	}
+	return Latency{P50: rank(0.50), P99: rank(0.99)}
+}
+
+// add appends row and reports it on progress.
+func (r *Report) add(progress io.Writer, row Row) {
+	r.Rows = append(r.Rows, row)
+	fmt.Fprintf(progress, "%s, %s: %d done, %d other in %.1f s\n", row.System, agents(row.Agents), row.Done, row.Other, row.Seconds)
+}
+
+// ratios pairs each agent count's countersign and glue rows.
+func (r *Report) ratios() {
+	glue := map[int]float64{}
+	for _, row := range r.Rows {
+		if row.System == "glue" {
+			glue[row.Agents] = row.DonePerSec
+		}
+	}
+	for _, row := range r.Rows {
+		if g, ok := glue[row.Agents]; ok && row.System == "countersign" && g > 0 {
+			r.Ratios = append(r.Ratios, Ratio{Agents: row.Agents, Countersign: row.DonePerSec, Glue: g, Ratio: row.DonePerSec / g})
+		}
+	}
+}
+
+func agents(n int) string {
+	if n == 1 {
+		return "1 agent"
+	}
+	return fmt.Sprintf("%d agents", n)
+}
+
+// WriteText prints the report as the README's "Measured" table and its
+// notes.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	m, p := r.Machine, r.Params
+	fmt.Fprintf(&b, "countersign bench: %d CPUs, GOMAXPROCS %d, %s %s; %s; policy %s; agents %v, %s per cell\n",
+		m.CPUs, m.GOMAXPROCS, m.Go, m.Platform, p.Target, p.Policy, p.Agents, time.Duration(p.DurationSeconds*float64(time.Second)))
+	fmt.Fprintf(&b, "workload: %s\nfsyncs: %s\n", p.Workload, p.Fsyncs)
+	if p.Glue != "" {
+		fmt.Fprintf(&b, "glue: %s\n", p.Glue)
+	}
+	b.WriteString("\n| | done/s | propose p50 | propose p99 | create+propose p50 | create+propose p99 | commits/step | fsyncs/step | CPU s/1,000 steps | done | other |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, row := range r.Rows {
+		cp50, cp99 := "–", "–"
+		if l := row.CreatePropose; l != nil {
+			cp50, cp99 = ms(l.P50), ms(l.P99)
+		}
+		fmt.Fprintf(&b, "| %s, %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
+			row.System, agents(row.Agents), row.DonePerSec, ms(row.Propose.P50), ms(row.Propose.P99), cp50, cp99,
+			figure(row.CommitsPerStep), figure(row.FsyncsPerStep), figure(row.CPUSecondsPer1000Step), row.Done, row.Other)
+	}
+	r.writeNotes(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeNotes lists what was not done, the commits per file and the ratios.
+func (r *Report) writeNotes(b *strings.Builder) {
+	for _, row := range r.Rows {
+		for _, k := range slices.Sorted(maps.Keys(row.Outcomes)) {
+			fmt.Fprintf(b, "not done: %s, %s: %d × %s\n", row.System, agents(row.Agents), row.Outcomes[k], k)
+		}
+	}
+	for _, row := range r.Rows {
+		if len(row.Commits) == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(row.Commits)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, row.Commits[k]))
+		}
+		fmt.Fprintf(b, "commits: %s, %s: %s for %d done steps\n", row.System, agents(row.Agents), strings.Join(parts, ", "), row.Done)
+	}
+	for _, q := range r.Ratios {
+		fmt.Fprintf(b, "ratio countersign/glue, %s: %.0f / %.0f done/s = %.2f\n", agents(q.Agents), q.Countersign, q.Glue, q.Ratio)
+	}
+}
+
+func ms(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.0f ms", v)
+}
+
+func figure(v *float64) string {
+	if v == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
+
+// thousands writes n with comma separators, as the README's tables do.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
