@@ -42,11 +42,15 @@ type Options struct {
 	// NoSync skips fsync on commit. Only benchmarks comparing costs set it:
 	// without fsync a crash can lose acknowledged steps.
 	NoSync bool
+	// MaxBatch caps how many write functions one group commit (Batch)
+	// carries. Default DefaultMaxBatch.
+	MaxBatch int
 }
 
 // DB is an open store.
 type DB struct {
-	bolt *bolt.DB
+	bolt  *bolt.DB
+	group *committer
 }
 
 // Open opens (creating if needed) the store at path.
@@ -86,7 +90,7 @@ func Open(path string, opts Options) (*DB, error) {
 		b.Close()
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
-	return &DB{bolt: b}, nil
+	return &DB{bolt: b, group: newCommitter(b, opts.MaxBatch)}, nil
 }
 
 // classifyOpen adds ErrUnwritable to an error that a person fixes by
@@ -98,8 +102,12 @@ func classifyOpen(err error) error {
 	return err
 }
 
-// Close releases the file.
-func (db *DB) Close() error { return db.bolt.Close() }
+// Close waits for the writes already queued by Batch and BatchAsync, then
+// releases the file.
+func (db *DB) Close() error {
+	db.group.flush()
+	return db.bolt.Close()
+}
 
 // Commits returns the id of the last committed write transaction. bbolt
 // raises it by one on every commit and never otherwise, so the difference
