@@ -49,52 +49,143 @@ func (e *Engine) normalize(name tool.Name, raw json.RawMessage) (tool.Args, stri
 }
 
 // Propose adds a call to workflow wfID for rep p and runs it at once. The
-// same call again in the workflow is suppressed and names the first.
+// same call again in the workflow is suppressed and names the first. A call
+// that runs at once is admitted, decided and reserved in one transaction.
 func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage) (store.Step, error) {
 	args, claimed, err := e.normalize(name, raw)
 	if err != nil {
 		return store.Step{}, err
 	}
 	defer e.lock(wfID)()
-	var s store.Step
-	err = e.db.Update(func(tx *store.Tx) error {
-		w, err := e.ownWorkflow(tx, p, wfID)
-		if err != nil {
-			return err
-		}
-		if w, err = e.refreshDelegation(tx, w, p); err != nil {
-			return err
-		}
-		s = store.Step{
-			Workflow: wfID, N: w.Steps + 1, Tool: name, Args: args, Status: store.StepPending,
-			Call: tool.CallHash(name, args), Key: idempotencyKey(wfID, name, args),
-			ClaimedApprover: claimed, Created: e.clock.Now(),
-		}
-		if e.controls.RunDedupe {
-			if first, err := tx.StepByCall(wfID, s.Call); err == nil {
-				s.Status, s.DuplicateOf = store.StepSuppressed, first.N
-				s.Note = fmt.Sprintf("the same call as step %d; nothing was dispatched", first.N)
-			}
-		}
-		if !e.controls.CheckSwitchAtExecution && s.Status == store.StepPending && !tx.Switch(string(name)) {
-			// The weaker design: the switch is read once, at admission.
-			s.Status, s.Note = store.StepHeld, "tool switched off at admission"
-		}
-		if s.Status != store.StepPending {
-			if err := e.auditTx(tx, stepRecord(audit.KindResult, p.ID, s, map[string]any{"status": string(s.Status), "note": s.Note})); err != nil {
-				return err
-			}
-		}
-		if err := tx.PutStep(s); err != nil {
-			return err
-		}
-		return e.refreshWorkflow(tx, wfID)
-	})
-	if err != nil || s.Status != store.StepPending {
-		return s, err
+	start := time.Now()
+	pl, err := e.plan(ctx, p, wfID, name, args, claimed)
+	if err != nil {
+		return store.Step{}, err
 	}
-	return e.run(ctx, wfID, s.N, &p)
+	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+		return e.admitAndReserve(ctx, tx, p, wfID, name, args, claimed, pl)
+	})
+	if err != nil {
+		return r.step, err
+	}
+	switch {
+	case pl.err != nil:
+		return r.step, pl.err // admitted; the facts could not be read: resume retries
+	case r.failed != nil:
+		return r.step, r.failed // admitted; the policy failed: resume retries
+	case r.step.Status == store.StepPending:
+		// Admitted without a verdict (the plan saw it otherwise): run it
+		// the long way.
+		return e.run(ctx, wfID, r.step.N, &p)
+	case r.atAdmission:
+		return r.step, nil // ended at admission (suppressed, or held by the switch)
+	}
+	return e.reserved(ctx, pl.w, r, start)
 }
+
+// proposal is what Propose works out before its write transaction: the
+// workflow as it will run the step, the facts and the verdict. ready is
+// false when the step will not run at once, or when err says why its facts
+// could not be read.
+type proposal struct {
+	w     store.Workflow
+	f     facts
+	v     verdict
+	ready bool
+	err   error
+}
+
+// plan reads how wfID would admit the call and, if it would run at once,
+// reads its facts and decides outside the writer.
+func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (proposal, error) {
+	var pl proposal
+	var s store.Step
+	err := e.db.Peek(func(tx *store.Tx) (err error) {
+		pl.w, _, s, err = e.admit(tx, p, wfID, name, args, claimed)
+		return err
+	})
+	if err != nil || s.Status != store.StepPending || e.expired(pl.w.Delegation, e.clock.Now()) {
+		return pl, err
+	}
+	pl.w.Delegation = e.narrowed(pl.w.Delegation, &p)
+	if pl.f, pl.err = e.rehydrate(ctx, pl.w, s); pl.err != nil {
+		return pl, nil
+	}
+	pl.v, pl.ready = e.preDecide(ctx, pl.w, s, pl.f), true
+	return pl, nil
+}
+
+// admit works out how workflow wfID takes a new call from p: the workflow
+// with the delegation p's token refreshes (refreshed: it changed), and the
+// step as it is to be stored.
+func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (w store.Workflow, refreshed bool, s store.Step, err error) {
+	if w, err = e.ownWorkflow(tx, p, wfID); err != nil {
+		return w, false, s, err
+	}
+	w, refreshed = e.refreshed(w, p)
+	s = store.Step{
+		Workflow: wfID, N: w.Steps + 1, Tool: name, Args: args, Status: store.StepPending,
+		Call: tool.CallHash(name, args), Key: idempotencyKey(wfID, name, args),
+		ClaimedApprover: claimed, Created: e.clock.Now(),
+	}
+	if e.controls.RunDedupe {
+		if first, err := tx.StepByCall(wfID, s.Call); err == nil {
+			s.Status, s.DuplicateOf = store.StepSuppressed, first.N
+			s.Note = fmt.Sprintf("the same call as step %d; nothing was dispatched", first.N)
+		}
+	}
+	if !e.controls.CheckSwitchAtExecution && s.Status == store.StepPending && !tx.Switch(string(name)) {
+		// The weaker design: the switch is read once, at admission.
+		s.Status, s.Note = store.StepHeld, "tool switched off at admission"
+	}
+	return w, refreshed, s, nil
+}
+
+// admitAndReserve stores the admitted step and, when it runs at once and
+// the plan is ready, decides and reserves it in the same transaction. It is
+// re-runnable: everything comes from tx and pl.
+func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, claimed string, pl proposal) (reservation, error) {
+	var r reservation
+	w, refreshed, s, err := e.admit(tx, p, wfID, name, args, claimed)
+	if err != nil {
+		return r, err
+	}
+	if refreshed {
+		if err := tx.PutWorkflow(w); err != nil {
+			return r, err
+		}
+	}
+	if s.Status != store.StepPending {
+		if err := e.auditTx(tx, stepRecord(audit.KindResult, p.ID, s, map[string]any{"status": string(s.Status), "note": s.Note})); err != nil {
+			return r, err
+		}
+	}
+	r.step, r.atAdmission = s, s.Status != store.StepPending
+	if err := e.putStep(tx, s); err != nil || s.Status != store.StepPending || !pl.ready {
+		return r, err
+	}
+	if e.expired(w.Delegation, pl.v.now) {
+		r.step, err = e.holdTx(tx, wfID, s.N, NoteDelegationExpired)
+		return r, err
+	}
+	w.Delegation = e.narrowed(w.Delegation, &p)
+	d, err := e.decideAndReserve(ctx, tx, w, s.N, pl.f, pl.v)
+	var u *undecided
+	if errors.As(err, &u) {
+		// The policy failed before the decision wrote anything: the step
+		// is admitted and stays pending, resumable, as if decided apart.
+		r.failed = err
+		return r, nil
+	}
+	return d, err
+}
+
+// undecided is a decision that failed before writing anything (the policy
+// or its limits failed): the transaction holds what it held before.
+type undecided struct{ err error }
+
+func (u *undecided) Error() string { return u.err.Error() }
+func (u *undecided) Unwrap() error { return u.err }
 
 // Amend replaces the arguments of a step that has not started. An approval
 // bound to the old call stays on the step only to be voided at its next run.
@@ -263,12 +354,19 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	if err != nil {
 		return s, err
 	}
-	r, err := update(e.db, func(tx *store.Tx) (reservation, error) {
-		return e.decideAndReserve(ctx, tx, w, n, f)
+	v := e.preDecide(ctx, w, s, f)
+	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {
 		return r.step, err
 	}
+	return e.reserved(ctx, w, r, start)
+}
+
+// reserved tells the observer what the decision transaction did and
+// dispatches the step if it was reserved.
+func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, start time.Time) (store.Step, error) {
 	if r.decided.Seq != 0 {
 		e.obs.Decided(r.decided)
 	}
@@ -343,12 +441,18 @@ type reservation struct {
 	decided store.Decision
 	// changed are the approvals created, used or voided, for the observer.
 	changed []store.Approval
+	// atAdmission: a proposal ended when it was admitted, undecided.
+	atAdmission bool
+	// failed: a proposal was admitted but its decision failed.
+	failed error
 }
 
-// update runs fn in one write transaction and returns its outcome.
-func update[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
+// batch runs fn in a group commit and returns its outcome once durable.
+// fn may run more than once: it returns its outcome rather than setting
+// anything outside.
+func batch[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
 	var out T
-	err := db.Update(func(tx *store.Tx) (err error) {
+	err := db.Batch(func(tx *store.Tx) (err error) {
 		out, err = fn(tx)
 		return err
 	})
@@ -359,7 +463,7 @@ func update[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
 // transaction, logs the decision and acts on it: an allowed call is
 // reserved (write-ahead), a denied one ends, one that needs an approval
 // waits for it unless an approval already covers it.
-func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Workflow, n int, f facts) (reservation, error) {
+func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Workflow, n int, f facts, v verdict) (reservation, error) {
 	var r reservation
 	var err error
 	if r.step, err = tx.Step(w.ID, n); err != nil {
@@ -370,7 +474,7 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	default:
 		return r, nil // another run got here first
 	}
-	now := e.clock.Now()
+	now := v.now
 	if e.controls.CheckSwitchAtExecution && !tx.Switch(string(r.step.Tool)) {
 		r.step.Status = store.StepHeld
 		r.step.Note = "tool switched off by an operator; resume after it is switched on"
@@ -378,9 +482,9 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	}
 	lim, err := e.policy.Limits()
 	if err != nil {
-		return r, fmt.Errorf("decide %s/%d: %w", w.ID, n, err)
+		return r, &undecided{fmt.Errorf("decide %s/%d: %w", w.ID, n, err)}
 	}
-	res, err := e.decide(ctx, tx, w, &r, f, lim, now)
+	res, err := e.decide(ctx, tx, w, &r, f, lim, v)
 	if err != nil {
 		return r, err
 	}
@@ -395,16 +499,21 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	return r, fmt.Errorf("decide %s/%d: decision %q: %w", w.ID, n, res.Decision, policy.ErrUnexpectedResult)
 }
 
-// decide asks the policy about r's step, logs the decision and audits it.
-// A policy that fails leaves the step unchanged (fail closed).
-func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, now time.Time) (policy.Result, error) {
-	s := r.step
-	res, err := e.policy.Decide(ctx, policy.Input{
-		User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
-	})
-	if err != nil {
-		return res, fmt.Errorf("decide %s/%d: %w", s.Workflow, s.N, err)
+// decide takes the verdict made outside the writer if its facts still
+// hold in tx, and otherwise asks the policy again here; it logs the
+// decision and audits it. A policy that fails leaves the step unchanged
+// (fail closed).
+func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, v verdict) (policy.Result, error) {
+	s, now := r.step, v.now
+	in := e.input(tx, w, s, f, lim, now)
+	res := v.result
+	if !v.holds(in, e.policy.Revision()) {
+		var err error
+		if res, err = e.policy.Decide(ctx, in); err != nil {
+			return res, &undecided{fmt.Errorf("decide %s/%d: %w", s.Workflow, s.N, err)}
+		}
 	}
+	var err error
 	if r.decided, err = tx.AppendDecision(store.Decision{
 		At: now, Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
 		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision,
@@ -478,24 +587,27 @@ func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (r
 
 // hold parks step n as held with note, unless another run moved it on.
 func (e *Engine) hold(wfID string, n int, note string, start time.Time) (store.Step, error) {
-	var s store.Step
-	err := e.db.Update(func(tx *store.Tx) (err error) {
-		if s, err = tx.Step(wfID, n); err != nil {
-			return err
-		}
-		if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
-			return nil
-		}
-		s.Status, s.Note = store.StepHeld, note
-		if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, map[string]any{"status": string(s.Status), "note": note})); err != nil {
-			return err
-		}
-		return e.putStep(tx, s)
-	})
+	s, err := batch(e.db, func(tx *store.Tx) (store.Step, error) { return e.holdTx(tx, wfID, n, note) })
 	if err == nil {
 		e.finished(s, start)
 	}
 	return s, err
+}
+
+// holdTx is hold inside tx.
+func (e *Engine) holdTx(tx *store.Tx, wfID string, n int, note string) (store.Step, error) {
+	s, err := tx.Step(wfID, n)
+	if err != nil {
+		return s, err
+	}
+	if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
+		return s, nil
+	}
+	s.Status, s.Note = store.StepHeld, note
+	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, map[string]any{"status": string(s.Status), "note": note})); err != nil {
+		return s, err
+	}
+	return s, e.putStep(tx, s)
 }
 
 // stillWaiting reports whether a waiting step's approval is still pending
@@ -521,53 +633,65 @@ func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, s
 	return e.record(s, result, err, start)
 }
 
-// record stores the outcome of a dispatch.
+// record stores the outcome of a dispatch, in a group commit.
 func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start time.Time) (store.Step, error) {
-	var refused *Refused
-	var retErr error
-	err := e.db.Update(func(tx *store.Tx) error {
-		now := e.clock.Now()
-		if s.ReservedAt.IsZero() {
-			s.ReservedAt = now // no write-ahead: the spend is known only now
-		}
-		switch {
-		case derr == nil:
-			s.Status, s.Result, s.Finished = store.StepDone, result, now
-		case errors.As(derr, &refused):
-			s.Status, s.Finished, s.Refusal = store.StepDenied, now, refused.Code
-			s.Note = fmt.Sprintf("refused by the %s: %s: %s", tool.MustLookup(s.Tool).Audience, refused.Code, refused.Message)
-			e.obs.DispatchFailed(s.Tool, "refused")
-		case errors.Is(derr, ErrOutcomeUnknown):
-			s.Status = store.StepUnknown
-			s.Note = "outcome unknown: resume resolves it by lookup, or a person reconciles it"
-			e.obs.DispatchFailed(s.Tool, "outcome_unknown")
-		default:
-			// Nothing happened downstream: release the reservation.
-			s.Status, s.ReservedAt, s.Baseline = store.StepPending, time.Time{}, nil
-			s.Note = "system of record unavailable; resume to retry"
-			retErr = fmt.Errorf("dispatch %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, derr)
-			e.obs.DispatchFailed(s.Tool, "transient")
-		}
-		detail := map[string]any{"status": string(s.Status)}
-		if s.Note != "" {
-			detail["note"] = s.Note
-		}
-		if len(s.Result) > 0 {
-			detail["result"] = json.RawMessage(s.Result)
-		}
-		if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, detail)); err != nil {
-			return err
-		}
-		return e.putStep(tx, s)
-	})
+	out, err := batch(e.db, func(tx *store.Tx) (store.Step, error) { return e.recordTx(tx, s, result, derr) })
 	if err != nil {
 		return s, err
+	}
+	s = out
+	var refused *Refused
+	var retErr error
+	switch {
+	case derr == nil:
+	case errors.As(derr, &refused):
+		e.obs.DispatchFailed(s.Tool, "refused")
+	case errors.Is(derr, ErrOutcomeUnknown):
+		e.obs.DispatchFailed(s.Tool, "outcome_unknown")
+	default:
+		retErr = fmt.Errorf("dispatch %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, derr)
+		e.obs.DispatchFailed(s.Tool, "transient")
 	}
 	if err := e.fail("after_record"); err != nil {
 		return s, err
 	}
 	e.finished(s, start)
 	return s, retErr
+}
+
+// recordTx is record's transaction: it works on its own copy of s, so it
+// can run again.
+func (e *Engine) recordTx(tx *store.Tx, s store.Step, result json.RawMessage, derr error) (store.Step, error) {
+	var refused *Refused
+	now := e.clock.Now()
+	if s.ReservedAt.IsZero() {
+		s.ReservedAt = now // no write-ahead: the spend is known only now
+	}
+	switch {
+	case derr == nil:
+		s.Status, s.Result, s.Finished = store.StepDone, result, now
+	case errors.As(derr, &refused):
+		s.Status, s.Finished, s.Refusal = store.StepDenied, now, refused.Code
+		s.Note = fmt.Sprintf("refused by the %s: %s: %s", tool.MustLookup(s.Tool).Audience, refused.Code, refused.Message)
+	case errors.Is(derr, ErrOutcomeUnknown):
+		s.Status = store.StepUnknown
+		s.Note = "outcome unknown: resume resolves it by lookup, or a person reconciles it"
+	default:
+		// Nothing happened downstream: release the reservation.
+		s.Status, s.ReservedAt, s.Baseline = store.StepPending, time.Time{}, nil
+		s.Note = "system of record unavailable; resume to retry"
+	}
+	detail := map[string]any{"status": string(s.Status)}
+	if s.Note != "" {
+		detail["note"] = s.Note
+	}
+	if len(s.Result) > 0 {
+		detail["result"] = json.RawMessage(s.Result)
+	}
+	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, detail)); err != nil {
+		return s, err
+	}
+	return s, e.putStep(tx, s)
 }
 
 // recover continues a step that a crash or a lost answer left started or
@@ -624,19 +748,17 @@ func (e *Engine) awaitReconciliation(s store.Step, ref string) (store.Step, erro
 		return s, nil
 	}
 	s.Note = note
-	return s, e.db.Update(func(tx *store.Tx) error { return e.putStep(tx, s) })
+	return s, e.db.Batch(func(tx *store.Tx) error { return e.putStep(tx, s) })
 }
 
 // dispatchAgain records one more attempt (and a new baseline, when given)
 // and dispatches the step again.
 func (e *Engine) dispatchAgain(ctx context.Context, w store.Workflow, s store.Step, baseline *int, note string, start time.Time) (store.Step, error) {
-	err := e.db.Update(func(tx *store.Tx) error {
-		if baseline != nil {
-			s.Baseline = baseline
-		}
-		s.Attempts, s.Note = s.Attempts+1, note
-		return e.putStep(tx, s)
-	})
+	if baseline != nil {
+		s.Baseline = baseline
+	}
+	s.Attempts, s.Note = s.Attempts+1, note
+	err := e.db.Batch(func(tx *store.Tx) error { return e.putStep(tx, s) })
 	if err != nil {
 		return s, err
 	}

@@ -59,7 +59,8 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 		return store.Workflow{}, false, err
 	}
 	now := e.clock.Now()
-	err = e.db.Update(func(tx *store.Tx) error {
+	err = e.db.Batch(func(tx *store.Tx) error {
+		w, created = store.Workflow{}, false // this may run more than once
 		old, err := tx.Workflow(id)
 		if err == nil {
 			if old.Ticket != ticket || old.User != p.ID {

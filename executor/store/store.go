@@ -138,6 +138,13 @@ func (db *DB) View(fn func(*Tx) error) error {
 	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
 }
 
+// Peek is View for a reader that validates what it read inside a later
+// write transaction (the engine's decision outside the writer): it reads
+// the last commit and never waits for queued writes.
+func (db *DB) Peek(fn func(*Tx) error) error {
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
 func (t *Tx) bucket(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
 
 // getJSON decodes the value at key into v, copying out of the transaction.
