@@ -30,6 +30,7 @@ import (
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
@@ -186,12 +187,14 @@ func embeddedP1() (*policy.Bundle, error) {
 // loopback port with its state under the data directory, and mints a token
 // for every fixture person.
 func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
-	// The receivers fetch the JWKS on every request (max age 0), so a
-	// raised epoch refuses old tokens at once. The single-use check of
-	// actor tokens is theirs; only a test removing it turns it off.
+	// The receivers keep the JWKS for actorcheck.DefaultMaxAge (1 s) and
+	// fetch it at once for a kid newer than their copy, so a raised epoch
+	// refuses the tokens minted before it within 1 s (TestRaisedEpochBites)
+	// without a JWKS fetch on every request. The single-use check of actor
+	// tokens is theirs; only a test removing it turns it off.
 	sim := func(dir string) simserver.Options {
-		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, Clock: o.Clock, Logger: o.Logger,
-			AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
+		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, JWKSMaxAge: actorcheck.DefaultMaxAge,
+			Clock: o.Clock, Logger: o.Logger, AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
 	}
 	if st.Ledger, err = ledger.Open(sim(LedgerDir)); err != nil {
 		return err

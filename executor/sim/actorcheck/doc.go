@@ -53,8 +53,17 @@
 // that is otherwise valid uses it up, and the replay check comes before
 // anything about the request. The record is kept until the token's exp (an
 // expired token is refused anyway) in [Options.Replays]: in memory by
-// default, in the simulators' bbolt files so that a restart does not
-// forget. A caller that retries mints a fresh token for every attempt.
+// default. A caller that retries mints a fresh token for every attempt.
+//
+// A receiver with its own durable store may record the jti itself, in the
+// transaction that acts on the request, so that the record and the write
+// it authorizes cost one commit: it calls [Verifier.Authenticate] (the 401
+// group without the record), then ends every request in that transaction
+// or in one that records the jti alone (a request it refuses), and answers
+// [Replayed] whatever else it would have answered when the jti was there
+// already. The order above holds, and a replayed token never acts. The
+// simulators do this (package simserver), in their bbolt files, so that a
+// restart does not forget.
 // [Options.AllowReplay] removes the check; only tests that show it is
 // load-bearing set it.
 //
@@ -86,9 +95,15 @@
 //
 // The sidecar publishes only the current epoch's public key, with kid
 // "epoch-N". The verifier fetches that JWKS and keeps it for
-// [Options.MaxAge] (0: fetch on every request, so a raised epoch bites at
-// once); a kid it does not know triggers one refresh, rate limited by
-// [Options.MinRefreshInterval] so a stream of invented kids cannot turn the
-// receiver into a fetch loop against the sidecar. A JWKS that cannot be
+// [Options.MaxAge]; a kid it does not know triggers one refresh, rate
+// limited by [Options.MinRefreshInterval] so a stream of invented kids
+// cannot turn the receiver into a fetch loop against the sidecar.
+//
+// So a raised epoch reaches a receiver at once for new tokens (their kid is
+// unknown, and fetched), but a token of the earlier epoch still finds its
+// key in a cached set until that set is older than MaxAge: MaxAge is the
+// bound on how long after POST /v1/credentials/epoch such a token is still
+// accepted. The simulators use [DefaultMaxAge], 1 s; 0 fetches on every
+// request and bites at once, at the cost of a fetch per request. A JWKS that cannot be
 // fetched fails closed: the request is not served ([ErrKeysUnavailable]).
 package actorcheck

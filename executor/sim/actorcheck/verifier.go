@@ -197,9 +197,29 @@ type actor struct {
 }
 
 // Verify authenticates the token in an Authorization header value: the 401
-// group of checks, in the documented order. It returns the verified claims
-// or a *Refusal; any other error wraps ErrKeysUnavailable.
+// group of checks, in the documented order, recording the jti in
+// Options.Replays. It returns the verified claims or a *Refusal; any other
+// error wraps ErrKeysUnavailable.
 func (v *Verifier) Verify(ctx context.Context, authorization string) (Claims, error) {
+	c, err := v.Authenticate(ctx, authorization)
+	if err != nil {
+		return Claims{}, err
+	}
+	// Last of the group: only a token accepted in every other respect uses
+	// up its jti.
+	if err := v.once(c.ID, c.Expiry, v.o.Clock.Now()); err != nil {
+		return Claims{}, err
+	}
+	return c, nil
+}
+
+// Authenticate runs the 401 group of [Verifier.Verify] except the record of
+// the jti, for a receiver that records it itself in the transaction that
+// acts on the request (see "Single use" in the package doc): the claims
+// are accepted only once the caller has recorded Claims.ID with [Replayed]
+// as the answer if it was recorded before. With the single-use check on,
+// a token without a jti is still refused here.
+func (v *Verifier) Authenticate(ctx context.Context, authorization string) (Claims, error) {
 	arrival := time.Now()
 	raw, ok := bearer(authorization)
 	if !ok {
@@ -251,10 +271,8 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (Claims, er
 	if err != nil {
 		return Claims{}, unauthorized(CodeTokenMalformed, err.Error())
 	}
-	// Last of the group: only a token accepted in every other respect uses
-	// up its jti.
-	if err := v.once(p.Jti, exp, now); err != nil {
-		return Claims{}, err
+	if p.Jti == "" && !v.o.AllowReplay {
+		return Claims{}, unauthorized(CodeTokenMalformed, "the token has no jti; actor tokens are single-use and need one")
 	}
 	c := Claims{
 		Subject: p.Sub, Agent: p.Act.Sub, Audience: aud, Scope: p.Scope, Call: p.Call,
@@ -293,17 +311,21 @@ func (v *Verifier) once(jti string, exp, now time.Time) error {
 	if v.o.AllowReplay {
 		return nil
 	}
-	if jti == "" {
-		return unauthorized(CodeTokenMalformed, "the token has no jti; actor tokens are single-use and need one")
-	}
 	replayed, err := v.o.Replays.Use(jti, exp, now)
 	if err != nil {
 		return fmt.Errorf("actorcheck: recording the jti: %w", err)
 	}
 	if replayed {
-		return unauthorized(CodeTokenReplayed, "this token was already used; every request needs a freshly minted token")
+		return Replayed()
 	}
 	return nil
+}
+
+// Replayed is the refusal of a token whose jti was already recorded: 401
+// token_replayed. A receiver that records jtis itself (after
+// [Verifier.Authenticate]) answers it.
+func Replayed() *Refusal {
+	return unauthorized(CodeTokenReplayed, "this token was already used; every request needs a freshly minted token")
 }
 
 // Authorize checks that verified claims cover one request: the 403 group of

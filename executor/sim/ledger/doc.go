@@ -46,6 +46,8 @@
 //
 // Every actor token is accepted once (401 token_replayed; the jtis are kept
 // in ledger.db until the tokens expire, so a restart does not forget them).
+// The jti is recorded in the transaction that makes the entry, so a refund
+// is one commit, which concurrent requests share (see package simserver).
 // A retry therefore carries a fresh token; with the same key it still gets
 // the recorded entry back. A token carries the key it was minted for (claim
 // key): used with another key, or none, it is 403 key_mismatch, so a

@@ -102,32 +102,41 @@ func idempotencyKey(values []string) (string, error) {
 	return k, nil
 }
 
+// postRefund records a refund. The token's jti is recorded in the
+// transaction that makes the entry (simserver.Core.Act), or alone when the
+// request is refused (Core.Refuse).
 func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) error {
-	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
-	body, err := simhttp.ReadBody(w, r)
+	q, err := s.refundRequest(w, r, claims)
 	if err != nil {
-		return err
-	}
-	q, err := decodeRefund(body, r.Header.Values(HeaderIdempotencyKey))
-	if err != nil {
-		return err
-	}
-	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Key: q.Key, Amount: q.Amount}); err != nil {
-		return err
+		return s.core.Refuse(claims, err)
 	}
 	out, err := s.commit(write{
 		entry:       Entry{Kind: KindRefund, Order: q.Order, Amount: q.Amount, Key: q.Key, By: claims.Subject, Agent: claims.Agent},
 		key:         q.Key,
 		fingerprint: q.fingerprint(),
-		faulty:      true,
+		token:       &claims,
 	})
 	if err != nil {
 		return err
 	}
 	return s.answer(w, out)
+}
+
+// refundRequest reads a refund request and checks that claims cover it.
+func (s *Server) refundRequest(w http.ResponseWriter, r *http.Request, claims actorcheck.Claims) (refundRequest, error) {
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return refundRequest{}, err
+	}
+	q, err := decodeRefund(body, r.Header.Values(HeaderIdempotencyKey))
+	if err != nil {
+		return q, err
+	}
+	return q, claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Key: q.Key, Amount: q.Amount})
 }
 
 // reversalRequest is a decoded POST /reversals.
@@ -154,20 +163,13 @@ func decodeReversal(body []byte, keys []string) (reversalRequest, error) {
 }
 
 func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
-	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
-	body, err := simhttp.ReadBody(w, r)
+	q, err := s.reversalRequest(w, r, claims)
 	if err != nil {
-		return err
-	}
-	q, err := decodeReversal(body, r.Header.Values(HeaderIdempotencyKey))
-	if err != nil {
-		return err
-	}
-	if err := claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReverse, Call: actorcheck.ReversalCall(q.Entry), Key: q.Key}); err != nil {
-		return err
+		return s.core.Refuse(claims, err)
 	}
 	// The order and amount are the reversed entry's; commit fills them in
 	// under the same transaction that checks it.
@@ -175,12 +177,25 @@ func (s *Server) postReversal(w http.ResponseWriter, r *http.Request) error {
 		entry:       Entry{Kind: KindReversal, Reverses: q.Entry, Key: q.Key, By: claims.Subject, Agent: claims.Agent},
 		key:         q.Key,
 		fingerprint: "reversal " + q.Entry,
-		faulty:      true,
+		token:       &claims,
 	})
 	if err != nil {
 		return err
 	}
 	return s.answer(w, out)
+}
+
+// reversalRequest reads a reversal request and checks that claims cover it.
+func (s *Server) reversalRequest(w http.ResponseWriter, r *http.Request, claims actorcheck.Claims) (reversalRequest, error) {
+	body, err := simhttp.ReadBody(w, r)
+	if err != nil {
+		return reversalRequest{}, err
+	}
+	q, err := decodeReversal(body, r.Header.Values(HeaderIdempotencyKey))
+	if err != nil {
+		return q, err
+	}
+	return q, claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReverse, Call: actorcheck.ReversalCall(q.Entry), Key: q.Key})
 }
 
 // answer writes the outcome of a write: nothing at all under the

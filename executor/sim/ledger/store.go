@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simhttp"
 )
@@ -84,10 +86,10 @@ func getEntry(b *bolt.Bucket, seq uint64) (Entry, bool, error) {
 
 // write is one request to record an entry.
 type write struct {
-	entry       Entry  // all but ID and At
-	key         string // idempotency key, may be empty
-	fingerprint string // what the key binds: operation and parameters
-	faulty      bool   // subject to injected faults (agent-facing writes)
+	entry       Entry              // all but ID and At
+	key         string             // idempotency key, may be empty
+	fingerprint string             // what the key binds: operation and parameters
+	token       *actorcheck.Claims // the actor token that authorizes it; nil for an external entry
 }
 
 // outcome is what a write did.
@@ -95,85 +97,131 @@ type outcome struct {
 	entry    Entry
 	replayed bool
 	effects  fault.Effects
+	refusal  error // the request's answer when it made nothing (409, 404)
 }
 
 // commit records w, or replays what its key recorded, in one bbolt write
 // transaction: the key lookup and the insert cannot interleave with another
-// request's.
+// request's. A write authorized by a token records the token's jti in the
+// same transaction (Core.Act), which concurrent requests share; the
+// injected faults apply to those writes only.
 func (s *Server) commit(w write) (outcome, error) {
-	var out outcome
-	err := s.core.DB.Update(func(tx *bolt.Tx) error {
-		out = outcome{}
-		entries, keys := tx.Bucket(bucketEntries), tx.Bucket(bucketKeys)
-		if w.key != "" {
-			if v := keys.Get([]byte(w.key)); v != nil {
-				var rec keyRecord
-				if err := json.Unmarshal(v, &rec); err != nil {
-					return fmt.Errorf("key record: %w", err)
-				}
-				if rec.Fingerprint != w.fingerprint {
-					return simhttp.Errorf(http.StatusConflict, CodeKeyReused,
-						"Idempotency-Key %q was first used with other parameters (entry L%d); use a new key for a new request", w.key, rec.Seq)
-				}
-				e, ok, err := getEntry(entries, rec.Seq)
-				if err != nil || !ok {
-					return fmt.Errorf("key %q names missing entry L%d: %v", w.key, rec.Seq, err)
-				}
-				out.entry, out.replayed = e, true
-				if w.faulty {
-					out.effects = s.core.Faults.TakeReplay()
-				}
-				return nil
-			}
-		}
-		e := w.entry
-		if e.Kind == KindReversal {
-			orig, err := reversible(tx, e.Reverses)
-			if err != nil {
-				return err
-			}
-			e.Order, e.Amount = orig.Order, orig.Amount
-		}
-		seq, err := entries.NextSequence()
-		if err != nil {
-			return err
-		}
-		e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
-		if w.faulty {
-			out.effects = s.core.Faults.Take(e.Kind == KindRefund)
-		}
-		if out.effects.WrongAmount {
-			e.Amount /= 10
-		}
-		out.entry = e
-		if out.effects.LoseWrite {
-			// Acknowledged, never kept: only the id sequence advances, so
-			// a later entry cannot take the lost one's id.
-			s.core.Log.Warn("fault: lose_write", "entry", e.ID)
-			return nil
-		}
-		v, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if err := entries.Put(seqKey(seq), v); err != nil {
-			return err
-		}
-		if w.key != "" {
-			rec, err := json.Marshal(keyRecord{Seq: seq, Fingerprint: w.fingerprint})
-			if err != nil {
-				return err
-			}
-			if err := keys.Put([]byte(w.key), rec); err != nil {
-				return err
-			}
-		}
-		if e.Kind == KindReversal {
-			return tx.Bucket(bucketReversals).Put([]byte(e.Reverses), []byte(e.ID))
-		}
-		return nil
-	})
+	var (
+		out  outcome
+		take = s.faultsOnce(w.token != nil)
+	)
+	fn := func(tx *bolt.Tx) (err error) {
+		out, err = s.apply(tx, w, take)
+		return err
+	}
+	var err error
+	if w.token != nil {
+		err = s.core.Act(*w.token, fn)
+	} else {
+		err = s.core.Update(fn)
+	}
+	if err == nil {
+		err = out.refusal
+	}
 	return out, err
+}
+
+// faultsOnce takes the injected faults of one write the first time it is
+// asked, and answers the same afterwards: the transaction function may run
+// more than once, and must not take a second write's faults.
+func (s *Server) faultsOnce(faulty bool) func(replay, refund bool) fault.Effects {
+	var (
+		taken   bool
+		effects fault.Effects
+	)
+	return func(replay, refund bool) fault.Effects {
+		if !faulty || taken {
+			return effects
+		}
+		taken = true
+		if replay {
+			effects = s.core.Faults.TakeReplay()
+		} else {
+			effects = s.core.Faults.Take(refund)
+		}
+		return effects
+	}
+}
+
+// apply is commit's transaction. It changes nothing when it refuses the
+// request, so the refusal is kept in the outcome and the transaction still
+// commits the token's jti.
+func (s *Server) apply(tx *bolt.Tx, w write, take func(replay, refund bool) fault.Effects) (outcome, error) {
+	var out outcome
+	entries, keys := tx.Bucket(bucketEntries), tx.Bucket(bucketKeys)
+	if w.key != "" {
+		if v := keys.Get([]byte(w.key)); v != nil {
+			var rec keyRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return out, fmt.Errorf("key record: %w", err)
+			}
+			if rec.Fingerprint != w.fingerprint {
+				out.refusal = simhttp.Errorf(http.StatusConflict, CodeKeyReused,
+					"Idempotency-Key %q was first used with other parameters (entry L%d); use a new key for a new request", w.key, rec.Seq)
+				return out, nil
+			}
+			e, ok, err := getEntry(entries, rec.Seq)
+			if err != nil || !ok {
+				return out, fmt.Errorf("key %q names missing entry L%d: %v", w.key, rec.Seq, err)
+			}
+			out.entry, out.replayed, out.effects = e, true, take(true, false)
+			return out, nil
+		}
+	}
+	e := w.entry
+	if e.Kind == KindReversal {
+		orig, err := reversible(tx, e.Reverses)
+		var answer *simhttp.Error
+		if errors.As(err, &answer) {
+			out.refusal = err
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		e.Order, e.Amount = orig.Order, orig.Amount
+	}
+	seq, err := entries.NextSequence()
+	if err != nil {
+		return out, err
+	}
+	e.ID, e.At = "L"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
+	out.effects = take(false, e.Kind == KindRefund)
+	if out.effects.WrongAmount {
+		e.Amount /= 10
+	}
+	out.entry = e
+	if out.effects.LoseWrite {
+		// Acknowledged, never kept: only the id sequence advances, so
+		// a later entry cannot take the lost one's id.
+		s.core.Log.Warn("fault: lose_write", "entry", e.ID)
+		return out, nil
+	}
+	v, err := json.Marshal(e)
+	if err != nil {
+		return out, err
+	}
+	if err := entries.Put(seqKey(seq), v); err != nil {
+		return out, err
+	}
+	if w.key != "" {
+		rec, err := json.Marshal(keyRecord{Seq: seq, Fingerprint: w.fingerprint})
+		if err != nil {
+			return out, err
+		}
+		if err := keys.Put([]byte(w.key), rec); err != nil {
+			return out, err
+		}
+	}
+	if e.Kind == KindReversal {
+		return out, tx.Bucket(bucketReversals).Put([]byte(e.Reverses), []byte(e.ID))
+	}
+	return out, nil
 }
 
 // reversible returns the entry id names if it may be reversed: it exists,

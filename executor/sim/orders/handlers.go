@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simhttp"
@@ -27,13 +29,33 @@ func notFound(err error) error {
 	return err
 }
 
+// getOrder answers a lookup. The lookup writes too: the token's jti is
+// recorded, and committed, before the answer (simserver.Core.Act), in the
+// transaction that reads the order, shared with concurrent requests.
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	want := actorcheck.Want{Audience: Audience, Scope: ScopeLookup, Call: actorcheck.OrderCall(actorcheck.ToolLookupOrder, id)}
-	if _, err := s.core.Verifier.Check(r.Context(), r.Header.Get("Authorization"), want); err != nil {
+	claims, err := s.core.Verifier.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
 		return err
 	}
-	o, err := s.Order(id)
+	want := actorcheck.Want{Audience: Audience, Scope: ScopeLookup, Call: actorcheck.OrderCall(actorcheck.ToolLookupOrder, id)}
+	if err := claims.Authorize(want); err != nil {
+		return s.core.Refuse(claims, err)
+	}
+	var (
+		o       Order
+		missing error
+	)
+	err = s.core.Act(claims, func(tx *bolt.Tx) error {
+		o, missing = getOrder(tx, id)
+		if errors.Is(missing, ErrNotFound) {
+			return nil // an answer, not a failure: the jti stays recorded
+		}
+		return missing
+	})
+	if err == nil {
+		err = missing
+	}
 	if err != nil {
 		return notFound(err)
 	}
@@ -43,19 +65,18 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	claims, err := s.core.Verifier.Verify(r.Context(), r.Header.Get("Authorization"))
+	claims, err := s.core.Verifier.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
 	ref, err := decodeReship(w, r)
+	if err == nil {
+		err = claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeReship, Call: actorcheck.OrderCall(actorcheck.ToolReshipOrder, id), Reference: ref})
+	}
 	if err != nil {
-		return err
+		return s.core.Refuse(claims, err)
 	}
-	want := actorcheck.Want{Audience: Audience, Scope: ScopeReship, Call: actorcheck.OrderCall(actorcheck.ToolReshipOrder, id), Reference: ref}
-	if err := claims.Authorize(want); err != nil {
-		return err
-	}
-	out, err := s.ship(Shipment{Kind: KindReship, Order: id, Reference: ref, By: claims.Subject, Agent: claims.Agent}, true)
+	out, err := s.ship(Shipment{Kind: KindReship, Order: id, Reference: ref, By: claims.Subject, Agent: claims.Agent}, &claims)
 	if err != nil {
 		return notFound(err)
 	}

@@ -3,6 +3,7 @@ package orders
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 )
 
@@ -141,14 +143,22 @@ type shipped struct {
 	effects  fault.Effects
 }
 
-// ship records a shipment of an existing order; faulty writes are subject
-// to the injected faults.
-func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
-	var out shipped
-	err := s.core.DB.Update(func(tx *bolt.Tx) error {
+// ship records a shipment of an existing order. A shipment authorized by a
+// token records the token's jti in the same transaction (Core.Act), which
+// concurrent requests share; the injected faults apply to those only.
+func (s *Server) ship(sh Shipment, token *actorcheck.Claims) (shipped, error) {
+	var (
+		out     shipped
+		missing error
+		taken   *fault.Effects // taken once: the function may run again
+	)
+	fn := func(tx *bolt.Tx) error {
 		out = shipped{}
-		if _, err := getOrder(tx, sh.Order); err != nil {
-			return err
+		if _, missing = getOrder(tx, sh.Order); missing != nil {
+			if errors.Is(missing, ErrNotFound) {
+				return nil // an answer: the jti stays recorded
+			}
+			return missing
 		}
 		b := tx.Bucket(bucketShipments)
 		seq, err := b.NextSequence()
@@ -156,8 +166,12 @@ func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
 			return err
 		}
 		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
-		if faulty {
-			out.effects = s.core.Faults.Take(false)
+		if token != nil && taken == nil {
+			effects := s.core.Faults.Take(false)
+			taken = &effects
+		}
+		if taken != nil {
+			out.effects = *taken
 		}
 		out.shipment = sh
 		if out.effects.LoseWrite {
@@ -169,7 +183,16 @@ func (s *Server) ship(sh Shipment, faulty bool) (shipped, error) {
 			return err
 		}
 		return b.Put(binary.BigEndian.AppendUint64(nil, seq), v)
-	})
+	}
+	var err error
+	if token != nil {
+		err = s.core.Act(*token, fn)
+	} else {
+		err = s.core.Update(fn)
+	}
+	if err == nil {
+		err = missing
+	}
 	return out, err
 }
 
@@ -179,7 +202,7 @@ func (s *Server) AddExternalShipment(order, by string) (Shipment, error) {
 	if by == "" {
 		return Shipment{}, fmt.Errorf("orders: an external shipment needs by")
 	}
-	out, err := s.ship(Shipment{Kind: KindExternal, Order: order, By: by}, false)
+	out, err := s.ship(Shipment{Kind: KindExternal, Order: order, By: by}, nil)
 	return out.shipment, err
 }
 

@@ -9,6 +9,9 @@
 // the returned [Server], which gives it ServeHTTP, Serve, Close, SetFaults
 // and Faults, and keeps the [Core] (clock, logger, bbolt handle, verifier,
 // fault counters, router) in an unexported field for its own handlers and
-// routes, so its API shows nothing of its storage. Like the systems, this
+// routes, so its API shows nothing of its storage. Its handlers end every
+// request whose token authenticated in [Core.Act] or [Core.Refuse], which
+// record the token's jti in the request's own write transaction; the write
+// transactions of concurrent requests share one commit (group commit). Like the systems, this
 // package imports nothing of the sidecar or the engine.
 package simserver

@@ -3,7 +3,6 @@ package simserver
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -24,14 +23,14 @@ var (
 const pruneBatch = 32
 
 // replays keeps the jtis of accepted tokens in the system's bbolt file, so
-// that a restarted system still refuses a replay.
+// that a restarted system still refuses a replay. It serves the verifier's
+// own Verify; the systems' handlers record the jti through [Core.Act] and
+// [Core.Refuse] instead, in the transaction that acts.
 type replays struct {
-	db *bolt.DB // set once the file is open, before the first request
+	group *group // set once the file is open, before the first request
 }
 
 var _ actorcheck.Replays = (*replays)(nil)
-
-var errSeen = errors.New("jti already used")
 
 func createReplayBuckets(tx *bolt.Tx) error {
 	for _, b := range [][]byte{bucketJTIs, bucketJTIExpiry} {
@@ -45,24 +44,30 @@ func createReplayBuckets(tx *bolt.Tx) error {
 // Use records jti until exp in one write transaction with its lookup, so
 // concurrent uses of one jti cannot both pass.
 func (r *replays) Use(jti string, exp, now time.Time) (bool, error) {
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		ids, byExp := tx.Bucket(bucketJTIs), tx.Bucket(bucketJTIExpiry)
-		if ids.Get([]byte(jti)) != nil {
-			return errSeen
-		}
-		if err := prune(ids, byExp, now); err != nil {
-			return err
-		}
-		at := binary.BigEndian.AppendUint64(nil, uint64(exp.Unix()))
-		if err := ids.Put([]byte(jti), at); err != nil {
-			return err
-		}
-		return byExp.Put(append(at, jti...), nil)
+	var seen bool
+	err := r.group.update(func(tx *bolt.Tx) (err error) {
+		seen, err = record(tx, jti, exp, now)
+		return err
 	})
-	if errors.Is(err, errSeen) {
+	return seen, err
+}
+
+// record records jti until exp in tx and reports whether it was recorded
+// already (then it changes nothing). The lookup and the record are one step
+// of a write transaction, so of two uses of one jti only one finds it new.
+func record(tx *bolt.Tx, jti string, exp, now time.Time) (seen bool, err error) {
+	ids, byExp := tx.Bucket(bucketJTIs), tx.Bucket(bucketJTIExpiry)
+	if ids.Get([]byte(jti)) != nil {
 		return true, nil
 	}
-	return false, err
+	if err := prune(ids, byExp, now); err != nil {
+		return false, err
+	}
+	at := binary.BigEndian.AppendUint64(nil, uint64(exp.Unix()))
+	if err := ids.Put([]byte(jti), at); err != nil {
+		return false, err
+	}
+	return false, byExp.Put(append(at, jti...), nil)
 }
 
 // prune deletes up to pruneBatch records that expired before now.

@@ -32,8 +32,11 @@ type Options struct {
 	// Keys, when set, is a fixed key set used instead of JWKSURL (tests).
 	Keys jwk.Set
 	// JWKSMaxAge is how long a fetched JWKS is trusted before it is fetched
-	// again. Zero fetches it on every request (a raised epoch bites at
-	// once); the sim command's default is actorcheck.DefaultMaxAge (1s).
+	// again, and so how long after a raised epoch a token of the earlier
+	// epoch may still be accepted. Zero fetches it on every request (a
+	// raised epoch bites at once); the sim command and the dev stack use
+	// actorcheck.DefaultMaxAge (1s). A kid newer than the cached set is
+	// fetched at once whatever the age.
 	JWKSMaxAge time.Duration
 	// Clock stamps records and is the "now" of token expiry. Nil means
 	// the wall clock.
@@ -82,6 +85,9 @@ type Core struct {
 	Verifier *actorcheck.Verifier
 	Faults   fault.Injector
 	Router   *simhttp.Router // the system adds its routes before serving
+
+	group     *group // the write transactions of the system's requests
+	singleUse bool   // record jtis (Options.AllowTokenReplay unset)
 }
 
 // Server is the face a system shows, meant to be embedded in the system's
@@ -120,7 +126,7 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", sp.Name, err)
 	}
-	c := &Core{Clock: o.Clock, Log: o.Logger, Verifier: v}
+	c := &Core{Clock: o.Clock, Log: o.Logger, Verifier: v, singleUse: !o.AllowTokenReplay}
 	c.Faults.NoWrongAmount = sp.NoWrongAmount
 	if c.Clock == nil {
 		c.Clock = clock.Wall{}
@@ -141,7 +147,8 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: open %s (is another process using it?): %w", sp.Name, path, err)
 	}
-	used.db = c.DB
+	c.group = &group{db: c.DB}
+	used.group = c.group
 	if err := c.DB.Update(func(tx *bolt.Tx) error { return errors.Join(sp.Init(tx), createReplayBuckets(tx)) }); err != nil {
 		_ = c.DB.Close()
 		return nil, nil, fmt.Errorf("%s: %w", sp.Name, err)

@@ -1,0 +1,77 @@
+package simserver
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/countersign/countersign/executor/sim/actorcheck"
+)
+
+// A system's handlers authenticate a token with Verifier.Authenticate and
+// then end every request that got that far in exactly one of [Core.Act]
+// (the request is served) or [Core.Refuse] (it is not): both record the
+// token's jti durably before the answer, and both answer 401
+// token_replayed, whatever else they would have answered, when it was
+// recorded already. So the single-use check still comes before anything
+// about the request, a replayed token never acts, and a served request
+// costs one commit, shared with the requests committed beside it.
+
+// Update runs fn in a write transaction shared with concurrent requests
+// (see group): fn may run more than once, so it sets its results afresh on
+// every run and returns an error only when nothing may be kept.
+func (c *Core) Update(fn func(*bolt.Tx) error) error {
+	return c.group.update(fn)
+}
+
+// Act serves a request whose token authenticated as claims: in one shared
+// write transaction it records the token's jti and, unless the jti was
+// recorded already (the answer is then actorcheck.Replayed and fn does not
+// run), runs fn, which reads or writes what the request asks. fn follows
+// Update's rules; an answer it gives the request (not found, conflict) is
+// a result it keeps, never an error, so that the jti stays recorded.
+func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
+	var seen bool
+	err := c.group.update(func(tx *bolt.Tx) (err error) {
+		if seen, err = c.record(tx, claims); err != nil || seen {
+			return err
+		}
+		return fn(tx)
+	})
+	switch {
+	case err != nil:
+		return err
+	case seen:
+		return actorcheck.Replayed()
+	}
+	return nil
+}
+
+// Refuse answers refusal to a request whose token authenticated as claims
+// but which is not served (a malformed body, a token that does not cover
+// it): the jti is used up all the same, as a token accepted in every
+// respect of its own. If it was used already, the answer is
+// actorcheck.Replayed instead, as it would have been before the request
+// was looked at.
+func (c *Core) Refuse(claims actorcheck.Claims, refusal error) error {
+	if !c.singleUse {
+		return refusal
+	}
+	if err := c.Act(claims, func(*bolt.Tx) error { return nil }); err != nil {
+		return err
+	}
+	return refusal
+}
+
+// record records the jti of claims until its expiry, unless the single-use
+// check is off.
+func (c *Core) record(tx *bolt.Tx, claims actorcheck.Claims) (seen bool, err error) {
+	if !c.singleUse {
+		return false, nil
+	}
+	seen, err = record(tx, claims.ID, claims.Expiry, c.Clock.Now())
+	if err != nil {
+		return false, fmt.Errorf("recording the token's jti: %w", err)
+	}
+	return seen, nil
+}
