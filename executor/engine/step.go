@@ -100,7 +100,7 @@ type proposal struct {
 func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (proposal, error) {
 	var pl proposal
 	var s store.Step
-	err := e.db.Peek(func(tx *store.Tx) (err error) {
+	err := e.db.View(func(tx *store.Tx) (err error) {
 		pl.w, _, s, err = e.admit(tx, p, wfID, name, args, claimed)
 		return err
 	})

@@ -37,7 +37,7 @@ func (e *Engine) preDecide(ctx context.Context, w store.Workflow, s store.Step, 
 		return v
 	}
 	off := false
-	if err := e.db.Peek(func(tx *store.Tx) error {
+	if err := e.db.View(func(tx *store.Tx) error {
 		// A switched-off tool is held before any decision: ask nothing.
 		off = e.controls.CheckSwitchAtExecution && !tx.Switch(string(s.Tool))
 		v.in = e.input(tx, w, s, f, lim, v.now)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/countersign/countersign/executor/groupcommit"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -43,14 +45,14 @@ type Options struct {
 	// without fsync a crash can lose acknowledged steps.
 	NoSync bool
 	// MaxBatch caps how many write functions one group commit (Batch)
-	// carries. Default DefaultMaxBatch.
+	// carries. Default groupcommit.DefaultMax.
 	MaxBatch int
 }
 
 // DB is an open store.
 type DB struct {
 	bolt  *bolt.DB
-	group *committer
+	group *groupcommit.Group
 }
 
 // Open opens (creating if needed) the store at path.
@@ -90,7 +92,7 @@ func Open(path string, opts Options) (*DB, error) {
 		b.Close()
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
-	return &DB{bolt: b, group: newCommitter(b, opts.MaxBatch)}, nil
+	return &DB{bolt: b, group: groupcommit.New(b, opts.MaxBatch)}, nil
 }
 
 // classifyOpen adds ErrUnwritable to an error that a person fixes by
@@ -102,10 +104,10 @@ func classifyOpen(err error) error {
 	return err
 }
 
-// Close waits for the writes already queued by Batch and BatchAsync, then
+// Close waits for the writes already queued by Batch, then
 // releases the file.
 func (db *DB) Close() error {
-	db.group.flush()
+	db.group.Flush()
 	return db.bolt.Close()
 }
 
@@ -135,13 +137,6 @@ func (db *DB) Update(fn func(*Tx) error) error {
 
 // View runs fn in a read-only transaction over a consistent snapshot.
 func (db *DB) View(fn func(*Tx) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
-}
-
-// Peek is View for a reader that validates what it read inside a later
-// write transaction (the engine's decision outside the writer): it reads
-// the last commit and never waits for queued writes.
-func (db *DB) Peek(fn func(*Tx) error) error {
 	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
 }
 

@@ -18,10 +18,10 @@ import (
 // costs one commit, shared with the requests committed beside it.
 
 // Update runs fn in a write transaction shared with concurrent requests
-// (see group): fn may run more than once, so it sets its results afresh on
+// (package groupcommit): fn may run more than once, so it sets its results afresh on
 // every run and returns an error only when nothing may be kept.
 func (c *Core) Update(fn func(*bolt.Tx) error) error {
-	return c.group.update(fn)
+	return c.group.Update(fn)
 }
 
 // Act serves a request whose token authenticated as claims: in one shared
@@ -32,7 +32,7 @@ func (c *Core) Update(fn func(*bolt.Tx) error) error {
 // a result it keeps, never an error, so that the jti stays recorded.
 func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
 	var seen bool
-	err := c.group.update(func(tx *bolt.Tx) (err error) {
+	err := c.group.Update(func(tx *bolt.Tx) (err error) {
 		if seen, err = c.record(tx, claims); err != nil || seen {
 			return err
 		}

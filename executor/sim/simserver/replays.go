@@ -7,6 +7,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/groupcommit"
+
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 )
 
@@ -27,7 +29,7 @@ const pruneBatch = 32
 // own Verify; the systems' handlers record the jti through [Core.Act] and
 // [Core.Refuse] instead, in the transaction that acts.
 type replays struct {
-	group *group // set once the file is open, before the first request
+	group *groupcommit.Group // set once the file is open, before the first request
 }
 
 var _ actorcheck.Replays = (*replays)(nil)
@@ -45,7 +47,7 @@ func createReplayBuckets(tx *bolt.Tx) error {
 // concurrent uses of one jti cannot both pass.
 func (r *replays) Use(jti string, exp, now time.Time) (bool, error) {
 	var seen bool
-	err := r.group.update(func(tx *bolt.Tx) (err error) {
+	err := r.group.Update(func(tx *bolt.Tx) (err error) {
 		seen, err = record(tx, jti, exp, now)
 		return err
 	})

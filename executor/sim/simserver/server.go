@@ -15,6 +15,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/groupcommit"
+
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
@@ -86,8 +88,8 @@ type Core struct {
 	Faults   fault.Injector
 	Router   *simhttp.Router // the system adds its routes before serving
 
-	group     *group // the write transactions of the system's requests
-	singleUse bool   // record jtis (Options.AllowTokenReplay unset)
+	group     *groupcommit.Group // the write transactions of the system's requests
+	singleUse bool               // record jtis (Options.AllowTokenReplay unset)
 }
 
 // Server is the face a system shows, meant to be embedded in the system's
@@ -147,7 +149,7 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: open %s (is another process using it?): %w", sp.Name, path, err)
 	}
-	c.group = &group{db: c.DB}
+	c.group = groupcommit.New(c.DB, 0)
 	used.group = c.group
 	if err := c.DB.Update(func(tx *bolt.Tx) error { return errors.Join(sp.Init(tx), createReplayBuckets(tx)) }); err != nil {
 		_ = c.DB.Close()

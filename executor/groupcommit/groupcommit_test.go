@@ -1,4 +1,4 @@
-package simserver
+package groupcommit_test
 
 import (
 	"errors"
@@ -8,11 +8,18 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/countersign/countersign/executor/groupcommit"
 )
 
 var bucketTest = []byte("test")
 
-func openGroup(t *testing.T) *group {
+type fixture struct {
+	*groupcommit.Group
+	db *bolt.DB
+}
+
+func openGroup(t *testing.T) fixture {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "g.db"), 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
@@ -22,7 +29,7 @@ func openGroup(t *testing.T) *group {
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketTest); return err }); err != nil {
 		t.Fatal(err)
 	}
-	return &group{db: db}
+	return fixture{groupcommit.New(db, 0), db}
 }
 
 func txID(t *testing.T, db *bolt.DB) int {
@@ -39,14 +46,8 @@ func put(k string) func(*bolt.Tx) error {
 }
 
 // queued waits until n calls wait behind the commit in progress.
-func (g *group) queued(n int) {
-	for {
-		g.mu.Lock()
-		q := len(g.queue)
-		g.mu.Unlock()
-		if q >= n {
-			return
-		}
+func (g fixture) queued(n int) {
+	for g.Queued() < n {
 		runtime.Gosched()
 	}
 }
@@ -56,7 +57,7 @@ func (g *group) queued(n int) {
 func TestGroupSharesCommits(t *testing.T) {
 	g := openGroup(t)
 	before := txID(t, g.db)
-	if err := g.update(put("alone")); err != nil {
+	if err := g.Update(put("alone")); err != nil {
 		t.Fatal(err)
 	}
 	if n := txID(t, g.db) - before; n != 1 {
@@ -67,7 +68,7 @@ func TestGroupSharesCommits(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := g.update(func(tx *bolt.Tx) error {
+		err := g.Update(func(tx *bolt.Tx) error {
 			close(entered)
 			<-release
 			return put("first")(tx)
@@ -80,7 +81,7 @@ func TestGroupSharesCommits(t *testing.T) {
 	const n = 10
 	for i := range n {
 		wg.Go(func() {
-			if err := g.update(put(string(rune('a' + i)))); err != nil {
+			if err := g.Update(put(string(rune('a' + i)))); err != nil {
 				t.Error(err)
 			}
 		})
@@ -126,12 +127,12 @@ func TestGroupIsolatesFailures(t *testing.T) {
 		errs = map[string]error{}
 	)
 	wg.Go(func() {
-		_ = g.update(func(*bolt.Tx) error { close(entered); <-release; return nil })
+		_ = g.Update(func(*bolt.Tx) error { close(entered); <-release; return nil })
 	})
 	<-entered
 	for name, fn := range calls {
 		wg.Go(func() {
-			err := g.update(fn)
+			err := g.Update(fn)
 			mu.Lock()
 			errs[name] = err
 			mu.Unlock()
