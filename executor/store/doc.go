@@ -5,10 +5,13 @@
 //
 // # Transactions
 //
-// All access goes through Update and View, which hand the caller a Tx with
-// typed methods. The engine decides and reserves in ONE Update: it reads the
-// totals, evaluates policy, appends the decision and marks the step started
-// before the transaction commits. bbolt serializes writers, so two concurrent
+// All access goes through View, Update and Batch, which hand the caller a
+// Tx with typed methods. Batch is a group commit (package groupcommit):
+// concurrent writers share one commit and its fsyncs, and a write function
+// may run more than once. The engine evaluates policy on facts read in a
+// View, then admits, checks those facts unchanged (deciding again inside
+// the transaction when they changed), appends the decision and marks the
+// step started in ONE Batch. bbolt serializes writers, so two concurrent
 // calls can never both spend the same headroom.
 //
 // # Indexes
