@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+
 	"github.com/spf13/cobra"
 
 	"github.com/countersign/countersign/cmd/scenario/bench"
@@ -8,8 +12,9 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		o      bench.Options
-		asJSON bool
+		o          bench.Options
+		asJSON     bool
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--agents 1,64] [--duration 10s] [--baseline] [--sidecar URL --data DIR] [--json]",
@@ -39,6 +44,13 @@ stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Progress = cmd.ErrOrStderr()
+			if cpuProfile != "" {
+				stop, err := profileCPU(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -56,5 +68,19 @@ stderr.`,
 	f.StringVar(&o.Sidecar, "sidecar", "", "drive this running serve --dev (loopback URL) instead of an in-process stack")
 	f.StringVar(&o.DataDir, "data", "", "with --sidecar: its data directory (dev-tokens.json); without: an empty directory for the stack's files (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (stack and agents, in process) to this file, for go tool pprof")
 	return cmd
+}
+
+// profileCPU starts a CPU profile into path; stop ends it and closes the file.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
