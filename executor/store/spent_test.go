@@ -192,3 +192,44 @@ func TestWindowTotalsBuiltForAnOlderStore(t *testing.T) {
 	defer db.Close()
 	checkTotals(t, db, m, sinces(r, m), []string{"rep-ana", "rep-ben"})
 }
+
+// BenchmarkTotalsBusyWindow reads a rep's day and the agent's hour when the
+// windows are full: 100k refunds over the day, a tenth of them the rep's,
+// with window starts mid-second as a real clock gives them. Without running
+// sums it walks every refund in each window.
+func BenchmarkTotalsBusyWindow(b *testing.B) {
+	const refunds = 100_000
+	db, err := store.Open(filepath.Join(b.TempDir(), "s.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *store.Tx) error {
+		for i := range 10 {
+			if err := tx.CreateWorkflow(store.Workflow{ID: fmt.Sprintf("W%d", i), User: fmt.Sprintf("rep-%d", i)}); err != nil {
+				return err
+			}
+		}
+		step := 24 * time.Hour / refunds
+		for i := range refunds {
+			at := t0.Add(-24 * time.Hour).Add(time.Duration(i) * step)
+			if err := tx.PutStep(refund(fmt.Sprintf("W%d", i%10), i, "O-1", 1, store.StepDone, at)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := t0.Add(1500 * time.Millisecond)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		db.View(func(tx *store.Tx) error {
+			_ = tx.RepSpentSince("rep-0", now.Add(-24*time.Hour))
+			_ = tx.AgentSpentSince(now.Add(-time.Hour))
+			return nil
+		})
+	}
+}
