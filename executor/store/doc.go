@@ -18,10 +18,12 @@
 //
 // A refund step counts as spent while its status is started, unknown or
 // done. PutStep keeps three indexes in step with those transitions: the total
-// per order, and two time-ordered indexes (per rep, and across the agent)
-// that a rolling-window total reads with one cursor seek. The cost of a
-// decision therefore grows with the refunds inside the window, never with
-// the whole history.
+// per order, and two time-ordered indexes (per rep, and across the agent),
+// each with running sums per hour, minute and second kept in the same
+// transaction. A rolling-window total reads the whole hours, minutes and
+// seconds inside the window and only the entries of the partial second at
+// its start (spent.go). The cost of a decision therefore grows neither with
+// the whole history nor with the refunds inside the window.
 //
 // A reship step counts for its order in the same statuses; PutStep keeps a
 // count per order (OrderReships), across all workflows, so the rules can

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/tool"
@@ -118,32 +117,24 @@ func (t *Tx) unindexCall(s Step) error {
 	return nil
 }
 
-// timeKey orders spending entries by reservation time, then by step.
-func timeKey(prefix string, at time.Time, s Step) []byte {
-	k := append([]byte(prefix), 0)
-	k = binary.BigEndian.AppendUint64(k, uint64(at.UnixNano()))
-	return append(k, stepKey(s.Workflow, s.N)...)
-}
-
 func (t *Tx) spend(s Step) error {
 	if err := t.addOrderSpent(s.Args.Order, s.Args.Amount); err != nil {
 		return err
 	}
-	amount := binary.BigEndian.AppendUint64(nil, uint64(s.Args.Amount))
-	if err := t.bucket(bRepSpent).Put(timeKey(t.stepUser(s), s.ReservedAt, s), amount); err != nil {
+	if err := repSpent.put(t, t.stepUser(s), s); err != nil {
 		return err
 	}
-	return t.bucket(bAgentSpent).Put(timeKey("", s.ReservedAt, s), amount)
+	return agentSpent.put(t, "", s)
 }
 
 func (t *Tx) unspend(s Step) error {
 	if err := t.addOrderSpent(s.Args.Order, -s.Args.Amount); err != nil {
 		return err
 	}
-	if err := t.bucket(bRepSpent).Delete(timeKey(t.stepUser(s), s.ReservedAt, s)); err != nil {
+	if err := repSpent.delete(t, t.stepUser(s), s); err != nil {
 		return err
 	}
-	return t.bucket(bAgentSpent).Delete(timeKey("", s.ReservedAt, s))
+	return agentSpent.delete(t, "", s)
 }
 
 // stepUser is the rep a step spends for: the user of its workflow.
@@ -171,31 +162,6 @@ func (t *Tx) OrderSpent(order string) money.Cents {
 		return 0
 	}
 	return money.Cents(binary.BigEndian.Uint64(raw))
-}
-
-// RepSpentSince is the sum of the rep's spent refunds reserved at or after since.
-func (t *Tx) RepSpentSince(rep string, since time.Time) money.Cents {
-	return sumSince(t.bucket(bRepSpent).Cursor(), rep, since)
-}
-
-// AgentSpentSince is the sum of all spent refunds reserved at or after since.
-func (t *Tx) AgentSpentSince(since time.Time) money.Cents {
-	return sumSince(t.bucket(bAgentSpent).Cursor(), "", since)
-}
-
-type cursor interface {
-	Seek([]byte) ([]byte, []byte)
-	Next() ([]byte, []byte)
-}
-
-func sumSince(c cursor, prefix string, since time.Time) money.Cents {
-	p := append([]byte(prefix), 0)
-	start := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(since.UnixNano()))
-	var total money.Cents
-	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		total += money.Cents(binary.BigEndian.Uint64(v))
-	}
-	return total
 }
 
 // AllSteps calls fn for every step of every workflow, in workflow order.

@@ -33,7 +33,7 @@ var (
 	bBlobs       = []byte("bundle_blobs")
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
-		bOrderSpent, bRepSpent, bAgentSpent, bOrderReships, bBundles, bBlobs, bMeta, bAudit}
+		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit}
 )
 
 // Options tune Open. The zero value is what production uses.
@@ -78,13 +78,27 @@ func Open(path string, opts Options) (*DB, error) {
 		// A store written before the reship index existed gets it built
 		// from its steps, once.
 		backfill := btx.Bucket(bOrderReships) == nil && btx.Bucket(bSteps) != nil
+		// Likewise the running sums of the spending indexes, from their
+		// entries.
+		var sumsMissing []spentIndex
+		for _, ix := range []spentIndex{repSpent, agentSpent} {
+			if btx.Bucket(ix.sums) == nil && btx.Bucket(ix.entries) != nil {
+				sumsMissing = append(sumsMissing, ix)
+			}
+		}
 		for _, name := range allBuckets {
 			if _, err := btx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
+		tx := &Tx{tx: btx}
+		for _, ix := range sumsMissing {
+			if err := ix.indexSums(tx); err != nil {
+				return err
+			}
+		}
 		if backfill {
-			return (&Tx{tx: btx}).indexReships()
+			return tx.indexReships()
 		}
 		return nil
 	})

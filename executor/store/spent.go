@@ -1,0 +1,186 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/countersign/countersign/executor/money"
+)
+
+// A spending index answers "how much did this rep (or the agent) spend
+// since t" for a rolling window. It keeps two bbolt buckets:
+//
+//   - entries: one key per spent refund, prefix, NUL, the reservation time
+//     (8 big-endian bytes of Unix nanoseconds), the step key; value: the
+//     amount in cents, 8 big-endian bytes.
+//   - sums: the running sum of those entries per bucket of time, for each
+//     width of spentWidths: prefix, NUL, the width's index (one byte), the
+//     bucket's start (8 big-endian bytes of Unix nanoseconds); value: the
+//     sum in cents; absent means zero.
+//
+// A window total reads the whole hours in the window, then the whole
+// minutes before the first of them, then the whole seconds, then only the
+// entries of the partial second at the window's start. It therefore reads
+// at most 24 hour keys for a day, 59 minute and 59 second keys, and one
+// second's entries, however many refunds the window holds; without the
+// sums, a busy agent's hour would be tens of thousands of entries per
+// decision, read twice (to decide and to check inside the writer).
+type spentIndex struct {
+	entries, sums []byte
+}
+
+var (
+	bRepSpentSums   = []byte("spent_by_rep_sums")
+	bAgentSpentSums = []byte("spent_by_agent_sums")
+	repSpent        = spentIndex{entries: bRepSpent, sums: bRepSpentSums}
+	agentSpent      = spentIndex{entries: bAgentSpent, sums: bAgentSpentSums}
+)
+
+// spentWidths are the widths of the running sums, coarsest first: each
+// divides the one before, so the ranges a window total reads meet exactly.
+var spentWidths = []time.Duration{time.Hour, time.Minute, time.Second}
+
+// timeKey orders spending entries by reservation time, then by step.
+func timeKey(prefix string, at time.Time, s Step) []byte {
+	k := append([]byte(prefix), 0)
+	k = binary.BigEndian.AppendUint64(k, uint64(at.UnixNano()))
+	return append(k, stepKey(s.Workflow, s.N)...)
+}
+
+// sumKey is the key of the running sum of width spentWidths[level] for the
+// bucket starting at start (Unix nanoseconds).
+func sumKey(prefix string, level int, start int64) []byte {
+	k := append([]byte(prefix), 0, byte(level))
+	return binary.BigEndian.AppendUint64(k, uint64(start))
+}
+
+// floorTo is the start of the bucket of width w that holds at.
+func floorTo(at int64, w time.Duration) int64 {
+	r := at % int64(w)
+	if r < 0 {
+		r += int64(w)
+	}
+	return at - r
+}
+
+// ceilTo is the start of the first bucket of width w that begins at or
+// after at.
+func ceilTo(at int64, w time.Duration) int64 {
+	if f := floorTo(at, w); f < at {
+		return f + int64(w)
+	}
+	return at
+}
+
+// put records s as spent for prefix: its entry and its share of every
+// running sum. An entry it replaces is taken out of the sums first, so the
+// sums are always exactly the sums of the entries.
+func (ix spentIndex) put(t *Tx, prefix string, s Step) error {
+	if err := ix.delete(t, prefix, s); err != nil {
+		return err
+	}
+	amount := u64(uint64(s.Args.Amount))
+	if err := t.bucket(ix.entries).Put(timeKey(prefix, s.ReservedAt, s), amount); err != nil {
+		return err
+	}
+	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), s.Args.Amount)
+}
+
+// delete removes s's entry for prefix, if there is one, and its amount
+// from the running sums.
+func (ix spentIndex) delete(t *Tx, prefix string, s Step) error {
+	b := t.bucket(ix.entries)
+	k := timeKey(prefix, s.ReservedAt, s)
+	raw := b.Get(k)
+	if raw == nil {
+		return nil
+	}
+	amount := money.Cents(binary.BigEndian.Uint64(raw))
+	if err := b.Delete(k); err != nil {
+		return err
+	}
+	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), -amount)
+}
+
+// addSums adds delta to the running sums of every width that hold at.
+func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents) error {
+	b := t.bucket(ix.sums)
+	for level, w := range spentWidths {
+		k := sumKey(prefix, level, floorTo(at, w))
+		total := delta
+		if raw := b.Get(k); raw != nil {
+			total += money.Cents(binary.BigEndian.Uint64(raw))
+		}
+		var err error
+		if total == 0 {
+			err = b.Delete(k)
+		} else {
+			err = b.Put(k, u64(uint64(total)))
+		}
+		if err != nil {
+			return fmt.Errorf("spending sums of %q: %w", prefix, err)
+		}
+	}
+	return nil
+}
+
+// since is the sum of prefix's entries reserved at or after since (to the
+// nanosecond). Read from the coarsest width to the finest, each range ends
+// where the one before began; the entries cover what is left, the part of
+// the window before its first whole second.
+func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
+	at := since.UnixNano()
+	p := append([]byte(prefix), 0)
+	c := t.bucket(ix.sums).Cursor()
+	var total money.Cents
+	end := append(append([]byte(nil), p...), 1) // past every key of width 0
+	var bound int64
+	for level, w := range spentWidths {
+		start := ceilTo(at, w)
+		if level > 0 {
+			end = sumKey(prefix, level, bound)
+		}
+		total += sumRange(c, sumKey(prefix, level, start), end)
+		bound = start
+	}
+	lo := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(at))
+	hi := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(bound))
+	return total + sumRange(t.bucket(ix.entries).Cursor(), lo, hi)
+}
+
+// sumRange adds up the values of the keys from lo (inclusive) to hi
+// (exclusive).
+func sumRange(c *bolt.Cursor, lo, hi []byte) money.Cents {
+	var total money.Cents
+	for k, v := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, v = c.Next() {
+		total += money.Cents(binary.BigEndian.Uint64(v))
+	}
+	return total
+}
+
+// indexSums builds the running sums from the entries: once, when a store
+// written before the sums existed is opened.
+func (ix spentIndex) indexSums(t *Tx) error {
+	return t.bucket(ix.entries).ForEach(func(k, v []byte) error {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || len(k) < i+9 {
+			return fmt.Errorf("spending entry %q: malformed key", k)
+		}
+		at := int64(binary.BigEndian.Uint64(k[i+1 : i+9]))
+		return ix.addSums(t, string(k[:i]), at, money.Cents(binary.BigEndian.Uint64(v)))
+	})
+}
+
+// RepSpentSince is the sum of the rep's spent refunds reserved at or after since.
+func (t *Tx) RepSpentSince(rep string, since time.Time) money.Cents {
+	return repSpent.since(t, rep, since)
+}
+
+// AgentSpentSince is the sum of all spent refunds reserved at or after since.
+func (t *Tx) AgentSpentSince(since time.Time) money.Cents {
+	return agentSpent.since(t, "", since)
+}
