@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,19 +68,13 @@ func (e *env) bundleHistory(t *testing.T) map[string]string {
 
 // requestCounter is a loopback HTTP listener that counts what reaches it.
 func requestCounter(t *testing.T) (string, *atomic.Int64) {
-	t.Helper()
 	var n atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n.Add(1)
 		w.Write([]byte(`{}`))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String(), &n
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
 }
 
 // A bundle that reaches outside (http.send, time.now_ns) is refused with

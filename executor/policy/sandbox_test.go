@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -43,19 +43,13 @@ func addRule(extra string) func(string) string {
 
 // listener counts the requests a bundle sends it.
 func listener(t *testing.T) (string, *atomic.Int64) {
-	t.Helper()
 	var n atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n.Add(1)
 		w.Write([]byte(`{}`))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String(), &n
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
 }
 
 // leakyBundle posts every refund's input to url and is otherwise p1.
