@@ -234,6 +234,13 @@ func TestBundleUploadBounds(t *testing.T) {
 		}
 		return nil
 	})
+	// Plain zeros, gzipped: to a tar reader an empty archive that ends at
+	// once, so only reading the gzip stream to its end finds the bomb.
+	var plain bytes.Buffer
+	gz := gzip.NewWriter(&plain)
+	if _, err := io.Copy(gz, io.LimitReader(zeroReader{}, 8*policy.MaxUnpackedBytes)); err != nil || gz.Close() != nil {
+		t.Fatal(err)
+	}
 	revision := func(rev string) []byte {
 		return packed(t, p1Edited(t, rev, func(s string) string { return s }, nil))
 	}
@@ -246,6 +253,7 @@ func TestBundleUploadBounds(t *testing.T) {
 		{"an upload over 1 MiB", bytes.NewReader(oversized), http.StatusRequestEntityTooLarge, "bundle_too_large"},
 		{"an upload over 1 MiB sent chunked", onlyReader{bytes.NewReader(oversized)}, http.StatusRequestEntityTooLarge, "bundle_too_large"},
 		{"a small archive of zeros that unpacks past 4 MiB", bytes.NewReader(zeros), http.StatusRequestEntityTooLarge, "bundle_too_large"},
+		{"gzipped zeros, no tar at all, unpacking past 4 MiB", bytes.NewReader(plain.Bytes()), http.StatusRequestEntityTooLarge, "bundle_too_large"},
 		{"a small archive of 10,000 directory entries", bytes.NewReader(dirs), http.StatusRequestEntityTooLarge, "bundle_too_large"},
 		{"a revision with a space", bytes.NewReader(revision("p 4")), http.StatusUnprocessableEntity, "invalid_bundle"},
 		{"a revision that climbs", bytes.NewReader(revision("../p4")), http.StatusUnprocessableEntity, "invalid_bundle"},

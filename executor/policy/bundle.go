@@ -292,6 +292,13 @@ func scanArchive(data []byte) error {
 			return tarError(err, "reading "+name)
 		}
 	}
+	// The tar ends at its first two zero blocks; the gzip stream may go on.
+	// Read it to its end under the same bound, so that a stream of zeros
+	// (the classic bomb, an empty tar to the tar reader) is too large, not
+	// an empty archive, and the gzip checksum is checked.
+	if _, err := io.Copy(io.Discard, stream); err != nil {
+		return tarError(err, "reading past the end of the tar")
+	}
 	if len(seen) == 0 {
 		return fmt.Errorf("%w: archive holds no files", ErrInvalidBundle)
 	}
