@@ -188,19 +188,14 @@ func (s *Server) amendStep(c echo.Context) error {
 }
 
 func (s *Server) resume(c echo.Context) error {
-	w, _, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
-	if err != nil && w.ID == "" {
+	snap, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
+	if err != nil && snap.Workflow.ID == "" {
 		return err
 	}
 	if err != nil {
 		// Some step could not go on (a system of record is down); the
 		// workflow says where each step stands.
-		s.log.Warn("resume incomplete", "workflow", w.ID, "err", err)
-	}
-	// The answer is read again, with the approvals, in one transaction.
-	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
-	if err != nil {
-		return err
+		s.log.Warn("resume incomplete", "workflow", snap.Workflow.ID, "err", err)
 	}
 	return c.JSON(http.StatusOK, snapshotView(snap))
 }

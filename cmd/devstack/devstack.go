@@ -49,7 +49,7 @@ type Options struct {
 	// the bundle the store records as active is restored, or the embedded
 	// p1 is activated on a fresh directory.
 	Bundle *policy.Bundle
-	// Clock defaults to the wall clock.
+	// Clock is everyone's clock; nil, the wall clock (each part defaults it).
 	Clock clock.Clock
 	// Controls default to engine.DefaultControls (tests remove one).
 	Controls *engine.Controls
@@ -129,9 +129,6 @@ const AgentID = "quillfeather-support-agent"
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("devstack: DataDir is required")
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Wall{}
 	}
 	res, err := stack.Reserve(o.DataDir, o.Listen)
 	if err != nil {

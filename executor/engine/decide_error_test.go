@@ -33,7 +33,8 @@ func TestDecideErrorLeavesTheStepResumable(t *testing.T) {
 		t.Fatalf("after a failed decision: steps %+v, %d decisions, %d refunds", steps, len(decisions), h.sys.refunds)
 	}
 	rec.setFail(nil)
-	_, steps, err = h.eng.Resume(ctx, person("rep-ana"), "W1")
+	snap, err := h.eng.Resume(ctx, person("rep-ana"), "W1")
+	steps = snap.Steps
 	if err != nil || steps[0].Status != store.StepDone || h.sys.refunds != 1 {
 		t.Fatalf("resume: %v, step %s, %d refunds", err, steps[0].Status, h.sys.refunds)
 	}

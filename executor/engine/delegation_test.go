@@ -103,7 +103,8 @@ func TestDelegationExpiresWithItsToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.clock.Advance(2 * time.Minute)
-			_, steps, err := h.eng.Resume(ctx, person("ops-ida"), "W1")
+			snap, err := h.eng.Resume(ctx, person("ops-ida"), "W1")
+			steps := snap.Steps
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +118,8 @@ func TestDelegationExpiresWithItsToken(t *testing.T) {
 				t.Fatalf("operator's resume: step %s %q, %d refunds; want held %q", steps[0].Status, steps[0].Note, h.sys.refunds, engine.NoteDelegationExpired)
 			}
 			fresh := token(func(p *engine.Person) { p.Expires = h.clock.Now().Add(time.Hour) })
-			_, steps, err = h.eng.Resume(ctx, fresh, "W1")
+			snap, err = h.eng.Resume(ctx, fresh, "W1")
+			steps = snap.Steps
 			if err != nil || steps[0].Status != store.StepDone || h.sys.refunds != 1 {
 				t.Fatalf("agent's resume: %v, step %s (%s), %d refunds", err, steps[0].Status, steps[0].Note, h.sys.refunds)
 			}
@@ -175,7 +177,8 @@ func TestNewerTokenRefreshesButNeverWidens(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Advance(10 * time.Minute) // past the creating token, within the newer one
-	_, steps, err := h.eng.Resume(ctx, person("ops-ida"), "W1")
+	snap, err := h.eng.Resume(ctx, person("ops-ida"), "W1")
+	steps := snap.Steps
 	if err != nil || steps[1].Status != store.StepDone {
 		t.Fatalf("operator's resume within the refreshed delegation: %v, step %s %q", err, steps[1].Status, steps[1].Note)
 	}

@@ -154,7 +154,8 @@ func TestApprovalBindsTheCall(t *testing.T) {
 			if _, err := h.eng.Amend(context.Background(), person("rep-ana"), "W1", 1, json.RawMessage(`{"order":"O-1002","amount":45000}`)); err != nil {
 				t.Fatal(err)
 			}
-			_, steps, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1")
+			snap, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1")
+			steps := snap.Steps
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +182,7 @@ func TestApprovalAfterRestart(t *testing.T) {
 	}
 	h.open()
 	for range 2 {
-		if _, _, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1"); err != nil {
+		if _, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,7 +244,7 @@ func TestAmendIntoAnExistingCall(t *testing.T) {
 	if err != nil || amended.Status != store.StepSuppressed || amended.DuplicateOf != 1 {
 		t.Fatalf("amend: %s dup %d %v", amended.Status, amended.DuplicateOf, err)
 	}
-	if _, _, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1"); err != nil {
+	if _, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1"); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := h.eng.Approval(context.Background(), s.Approval)
@@ -276,7 +277,8 @@ func TestApprovalUsedWhenPolicyLaterAllows(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.pol.Restore(b) // p2 allows $120 without approval
-	_, steps, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1")
+	snap, err := h.eng.Resume(context.Background(), person("rep-ana"), "W1")
+	steps := snap.Steps
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ func (h *harness) reshipDone(rep, wf string) store.Step {
 		if _, err := h.eng.Approve(context.Background(), person("lead-dee"), s.Approval, ""); err != nil {
 			h.t.Fatal(err)
 		}
-		_, steps, err := h.eng.Resume(context.Background(), person(rep), wf)
+		snap, err := h.eng.Resume(context.Background(), person(rep), wf)
+		steps := snap.Steps
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -35,7 +36,8 @@ func (h *harness) reshipDone(rep, wf string) store.Step {
 
 func (h *harness) resume(rep, wf string) (store.Workflow, []store.Step) {
 	h.t.Helper()
-	w, steps, err := h.eng.Resume(context.Background(), person(rep), wf)
+	snap, err := h.eng.Resume(context.Background(), person(rep), wf)
+	w, steps := snap.Workflow, snap.Steps
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -34,7 +34,8 @@ func TestRejectionBindsTheCall(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, steps, err := h.eng.Resume(ctx, person("rep-ana"), "W1")
+			snap, err := h.eng.Resume(ctx, person("rep-ana"), "W1")
+			steps := snap.Steps
 			if err != nil || steps[0].Status != tc.want {
 				t.Fatalf("resume: %v, step %s (%s), want %s", err, steps[0].Status, steps[0].Note, tc.want)
 			}

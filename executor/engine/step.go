@@ -237,32 +237,41 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 // Resume re-drives every step of the workflow that has not ended. The
 // rep's agent resumes under the rep's token (narrowing the delegation and
 // refreshing its expiry); an operator's resume presents no delegation, so
-// it runs steps under the stored one and never extends it.
-func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (store.Workflow, []store.Step, error) {
-	err := e.db.Update(func(tx *store.Tx) error {
+// it runs steps under the stored one and never extends it. It answers the
+// workflow as it then stands, read once with the steps' approvals.
+func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (Snapshot, error) {
+	var refresh bool
+	err := e.db.View(func(tx *store.Tx) error {
 		w, err := e.readableWorkflow(tx, p, wfID)
 		if err == nil && p.Role != RoleOperator && w.User != p.ID {
 			err = fmt.Errorf("workflow %q: only its rep's agent or an operator may resume it: %w", wfID, ErrForbidden)
 		}
-		if err != nil {
-			return err
-		}
-		_, err = e.refreshDelegation(tx, w, p)
+		_, refresh = e.refreshed(w, p)
 		return err
 	})
+	if err == nil && refresh { // most resumes present no later token: no write
+		err = e.db.Batch(func(tx *store.Tx) error {
+			w, err := tx.Workflow(wfID)
+			if err != nil {
+				return err
+			}
+			_, err = e.refreshDelegation(tx, w, p)
+			return err
+		})
+	}
 	if err != nil {
-		return store.Workflow{}, nil, err
+		return Snapshot{}, err
 	}
 	var by *Person
 	if p.Role == RoleRep {
 		by = &p
 	}
 	runErr := e.resume(ctx, wfID, true, by)
-	w, steps, err := e.Workflow(ctx, Person{Role: RoleOperator}, wfID)
+	snap, err := e.Snapshot(ctx, Person{Role: RoleOperator}, wfID)
 	if runErr != nil {
-		return w, steps, runErr
+		return snap, runErr
 	}
-	return w, steps, err
+	return snap, err
 }
 
 // ResumeAll is run at start: it re-drives the steps a crash may have left

@@ -98,14 +98,6 @@ func (g *Group) Flush() {
 	}
 }
 
-// Queued is how many functions wait for the next commit (for tests that
-// line writers up behind a commit in progress).
-func (g *Group) Queued() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queue)
-}
-
 // lead commits the queue, a batch at a time, until it is empty.
 func (g *Group) lead() {
 	for {

@@ -121,7 +121,8 @@ func (s *stack) reship(wf string) store.Step {
 
 func (s *stack) resume(wf string) store.Step {
 	s.t.Helper()
-	_, steps, err := s.eng.Resume(context.Background(), person("rep-ana"), wf)
+	snap, err := s.eng.Resume(context.Background(), person("rep-ana"), wf)
+	steps := snap.Steps
 	if err != nil {
 		s.t.Fatalf("resume %s: %v", wf, err)
 	}

@@ -106,7 +106,7 @@ func RunApprovalAuthority(ctx context.Context, dir string, c engine.Controls) (A
 	}
 	out.ApprovalStatus = a.Status
 	// The agent resumes: whatever the attempts left must not pay.
-	if _, _, err := st.Engine.Resume(ctx, person(out.Rep), out.Workflow); err != nil {
+	if _, err := st.Engine.Resume(ctx, person(out.Rep), out.Workflow); err != nil {
 		return out, fmt.Errorf("resume %s: %w", out.Workflow, err)
 	}
 	refunds, err := st.refunds()
@@ -166,7 +166,8 @@ func RunBinding(ctx context.Context, dir string, c engine.Controls) (Binding, er
 	if _, err := st.Engine.Amend(ctx, person("rep-ana"), out.Workflow, s.N, refundArgs(out.Order, out.Amended)); err != nil {
 		return out, err
 	}
-	_, steps, err := st.Engine.Resume(ctx, person("rep-ana"), out.Workflow)
+	snap, err := st.Engine.Resume(ctx, person("rep-ana"), out.Workflow)
+	steps := snap.Steps
 	if err != nil {
 		return out, fmt.Errorf("resume %s: %w", out.Workflow, err)
 	}

@@ -157,7 +157,7 @@ func unknownReshipCredit(ctx context.Context, dir string, c engine.Controls) (Ou
 	}
 	var done []string
 	for _, wf := range []string{"W2", "W1"} {
-		if _, _, err := st.Engine.Resume(ctx, person("rep-ana"), wf); err != nil {
+		if _, err := st.Engine.Resume(ctx, person("rep-ana"), wf); err != nil {
 			return Outcome{}, err
 		}
 		s, err := st.step(ctx, wf, 1)

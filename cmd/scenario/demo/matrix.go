@@ -182,7 +182,8 @@ func approvalAfterRestart(ctx context.Context, dir string, c engine.Controls) (O
 	}
 	var out Outcome
 	err = run(func(st *stack) error {
-		_, steps, err := st.Engine.Resume(ctx, person("rep-ana"), "W1")
+		snap, err := st.Engine.Resume(ctx, person("rep-ana"), "W1")
+		steps := snap.Steps
 		if err != nil {
 			return err
 		}
@@ -337,7 +338,8 @@ func switchedOffMidRun(ctx context.Context, dir string, c engine.Controls) (Outc
 	if _, err := st.Engine.Approve(ctx, person("lead-dee"), s.Approval, ""); err != nil {
 		return Outcome{}, err
 	}
-	_, steps, err := st.Engine.Resume(ctx, person("rep-ana"), "W1")
+	snap, err := st.Engine.Resume(ctx, person("rep-ana"), "W1")
+	steps := snap.Steps
 	if err != nil {
 		return Outcome{}, err
 	}

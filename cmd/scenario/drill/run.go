@@ -344,7 +344,7 @@ func (r *run) onLeads(ctx context.Context) error {
 		default:
 			return fmt.Errorf("%s approves %s: %w", lead.ID, a.ID, err)
 		}
-		if _, _, err := eng.Resume(ctx, r.people[a.Requester], a.Workflow); err != nil {
+		if _, err := eng.Resume(ctx, r.people[a.Requester], a.Workflow); err != nil {
 			return fmt.Errorf("resume %s: %w", a.Workflow, err)
 		}
 	}
@@ -431,7 +431,7 @@ func (r *run) onReenable(ctx context.Context) error {
 		return err
 	}
 	for _, id := range paused {
-		if _, _, err := r.st.Engine.Resume(ctx, ops, id); err != nil {
+		if _, err := r.st.Engine.Resume(ctx, ops, id); err != nil {
 			return fmt.Errorf("resume %s: %w", id, err)
 		}
 	}
