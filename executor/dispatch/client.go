@@ -23,8 +23,15 @@ const maxAnswerBytes = 4 << 20
 func DefaultHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.IdleConnTimeout = 30 * time.Second
+	// Go keeps 2 idle connections per host by default: under concurrent
+	// steps every other request would dial anew and leave a TIME_WAIT.
+	t.MaxIdleConnsPerHost = maxIdlePerSystem
 	return &http.Client{Transport: t}
 }
+
+// maxIdlePerSystem is how many kept-alive connections to one system stay
+// open between requests: enough for the steps one sidecar runs at once.
+const maxIdlePerSystem = 256
 
 // client is the HTTP plumbing shared by Ledger and Orders.
 type client struct {
