@@ -148,6 +148,7 @@ type Verifier struct {
 	clock    clock.Clock
 	leeway   time.Duration
 	cache    *jwk.Cache // nil without URL sources
+	seen     seenTokens
 }
 
 // New builds a Verifier and loads every issuer's keys once; a file that
@@ -276,6 +277,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if len(raw) > MaxTokenBytes {
 		return Principal{}, refuse(CodeTokenMalformed, fmt.Sprintf("the token is longer than %d bytes: send the token exactly as the identity provider issued it", MaxTokenBytes), nil)
 	}
+	now := v.clock.Now()
+	if p, ok := v.seen.get(ctx, raw, now); ok {
+		return p, nil
+	}
 	// jwx refuses to parse an alg it does not know ("None", "XS999"), which
 	// would read as a malformed token; name the real reason instead.
 	if alg, ok := headerAlg(raw); ok {
@@ -292,7 +297,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if err != nil {
 		return Principal{}, v.signatureError(ctx, f, err)
 	}
-	return v.claims(f.issuer, payload)
+	p, err := v.claims(f.issuer, payload)
+	if err == nil {
+		v.seen.put(raw, p, f, now, v.leeway)
+	}
+	return p, err
 }
 
 func (v *Verifier) signatureError(ctx context.Context, f *keyFinder, err error) error {
@@ -345,6 +354,7 @@ type keyFinder struct {
 	v       *Verifier
 	issuer  *trustedIssuer
 	kid     string
+	key     jwk.Key // the key offered
 	offered bool
 }
 
@@ -394,7 +404,7 @@ func (f *keyFinder) FetchKeys(ctx context.Context, sink jws.KeySink, sig *jws.Si
 		return refuse(CodeBadSignature, fmt.Sprintf("key %s of issuer %s is not a signing key (use %s)", quote(kid), quote(issuer.name), quote(use)), nil)
 	}
 	sink.Key(alg, key)
-	f.offered = true
+	f.offered, f.key = true, key
 	return nil
 }
 

@@ -284,3 +284,30 @@ func TestOptionsValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestRememberedTokenStillExpires: a token verified once is remembered,
+// but never past its exp: the same string at exp is refused as expired,
+// and a time before the first verification verifies it afresh.
+func TestRememberedTokenStillExpires(t *testing.T) {
+	trusted := newSigner(t, jwa.EdDSA(), "corp-1")
+	clk := simclock.New(t0.Add(59 * time.Minute)) // claims() expire at t0+1h
+	v := newVerifier(t, authn.Options{
+		Issuers: []authn.Issuer{{Name: corpIssuer, Keys: setOf(t, trusted.pub)}},
+		Clock:   clk,
+	})
+	tok := trusted.sign(t, claims())
+	for i := range 2 {
+		if _, err := v.Verify(context.Background(), tok); err != nil {
+			t.Fatalf("verify #%d before exp: %v", i+1, err)
+		}
+	}
+	c := claims()
+	c["sub"] = "rep-eve"
+	if _, err := v.Verify(context.Background(), alterPayload(tok, c)); code(err) != authn.CodeBadSignature {
+		t.Fatalf("an altered copy: %v, want %s", err, authn.CodeBadSignature)
+	}
+	clk.Advance(time.Minute)
+	if _, err := v.Verify(context.Background(), tok); code(err) != authn.CodeTokenExpired {
+		t.Fatalf("the remembered token at exp: %v, want %s", err, authn.CodeTokenExpired)
+	}
+}
