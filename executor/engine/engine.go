@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"hash/fnv"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
@@ -194,7 +192,7 @@ type Engine struct {
 	fail     func(string) error
 	obs      Observer
 	audit    *audit.Log
-	locks    [64]sync.Mutex
+	locks    workflowLocks
 }
 
 // New returns an engine over opts.
@@ -257,12 +255,5 @@ func (e *Engine) RecordEvent(ctx context.Context, r audit.Record) error {
 	return e.db.Update(func(tx *store.Tx) error { return e.auditTx(tx, r) })
 }
 
-// lock serializes the steps of one workflow in this process. Workflows are
-// striped over a fixed set of mutexes so the set never grows.
-func (e *Engine) lock(wf string) func() {
-	h := fnv.New32a()
-	h.Write([]byte(wf))
-	m := &e.locks[h.Sum32()%uint32(len(e.locks))]
-	m.Lock()
-	return m.Unlock
-}
+// lock serializes the steps of one workflow in this process.
+func (e *Engine) lock(wf string) func() { return e.locks.lock(wf) }
