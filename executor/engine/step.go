@@ -642,13 +642,19 @@ func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, s
 	return e.record(s, result, err, start)
 }
 
-// record stores the outcome of a dispatch, in a group commit.
+// record stores the outcome of a dispatch, in a group commit. A done step
+// that recovery would find done again (recoverable) is answered before its
+// record is durable: the record rides the next commit, the workflow's lock
+// passes on and its readers read only once it is durable, and a crash
+// before then leaves the step started, which resume resolves to done by
+// the same key or reference without a second effect.
 func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start time.Time) (store.Step, error) {
-	out, err := batch(e.db, func(tx *store.Tx) (store.Step, error) { return e.recordTx(tx, s, result, derr) })
-	if err != nil {
+	s = e.outcome(s, result, derr, e.clock.Now())
+	if derr == nil && e.recoverable(s) {
+		e.recordLater(s)
+	} else if err := e.db.Batch(func(tx *store.Tx) error { return e.recordTx(tx, s) }); err != nil {
 		return s, err
 	}
-	s = out
 	var refused *Refused
 	var retErr error
 	switch {
@@ -668,11 +674,42 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 	return s, retErr
 }
 
-// recordTx is record's transaction: it works on its own copy of s, so it
-// can run again.
-func (e *Engine) recordTx(tx *store.Tx, s store.Step, result json.RawMessage, derr error) (store.Step, error) {
+// recoverable reports whether a step whose done record is lost would be
+// resolved to done by resume alone, with no second effect: it was marked
+// started before dispatch (write-ahead), and a refund is replayed under
+// its idempotency key, a reshipment found by its reference, a lookup read
+// again.
+func (e *Engine) recoverable(s store.Step) bool {
+	if !e.controls.WriteAhead {
+		return false
+	}
+	switch s.Tool {
+	case tool.IssueRefund:
+		return e.controls.IdempotencyKeys
+	case tool.ReshipOrder:
+		return e.controls.ResolveByReference
+	}
+	return !tool.MustLookup(s.Tool).Effect
+}
+
+// recordLater queues s's record and keeps its workflow's lock until the
+// record is durable. A record that fails to commit leaves the step started
+// for resume to resolve.
+func (e *Engine) recordLater(s store.Step) {
+	durable := make(chan struct{})
+	committed := e.db.Enqueue(func(tx *store.Tx) error { return e.recordTx(tx, s) })
+	e.locks.holdUntil(s.Workflow, durable)
+	go func() {
+		defer close(durable)
+		if err := <-committed; err != nil {
+			e.log.Error("the record of a done step did not commit; resume resolves it", "workflow", s.Workflow, "step", s.N, "err", err)
+		}
+	}()
+}
+
+// outcome is s as the dispatch's outcome leaves it at now.
+func (e *Engine) outcome(s store.Step, result json.RawMessage, derr error, now time.Time) store.Step {
 	var refused *Refused
-	now := e.clock.Now()
 	if s.ReservedAt.IsZero() {
 		s.ReservedAt = now // no write-ahead: the spend is known only now
 	}
@@ -690,6 +727,11 @@ func (e *Engine) recordTx(tx *store.Tx, s store.Step, result json.RawMessage, de
 		s.Status, s.ReservedAt, s.Baseline = store.StepPending, time.Time{}, nil
 		s.Note = "system of record unavailable; resume to retry"
 	}
+	return s
+}
+
+// recordTx stores the outcome s and audits it. It can run again.
+func (e *Engine) recordTx(tx *store.Tx, s store.Step) error {
 	detail := map[string]any{"status": string(s.Status)}
 	if s.Note != "" {
 		detail["note"] = s.Note
@@ -698,9 +740,9 @@ func (e *Engine) recordTx(tx *store.Tx, s store.Step, result json.RawMessage, de
 		detail["result"] = json.RawMessage(s.Result)
 	}
 	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, detail)); err != nil {
-		return s, err
+		return err
 	}
-	return s, e.putStep(tx, s)
+	return e.putStep(tx, s)
 }
 
 // recover continues a step that a crash or a lost answer left started or

@@ -87,6 +87,7 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 // Workflow returns a workflow with its steps. A rep sees only their own;
 // leads and operators see all.
 func (e *Engine) Workflow(ctx context.Context, p Person, id string) (store.Workflow, []store.Step, error) {
+	e.locks.settle(id)
 	var w store.Workflow
 	var steps []store.Step
 	err := e.db.View(func(tx *store.Tx) error {
@@ -111,9 +112,11 @@ type Snapshot struct {
 }
 
 // Snapshot returns a workflow, its steps and their approvals from one read
-// transaction, so they agree with each other. A rep sees only their own;
-// leads and operators see all.
+// transaction, so they agree with each other, once the workflow's last
+// answered record is durable. A rep sees only their own; leads and
+// operators see all.
 func (e *Engine) Snapshot(ctx context.Context, p Person, id string) (Snapshot, error) {
+	e.locks.settle(id)
 	var snap Snapshot
 	err := e.db.View(func(tx *store.Tx) error {
 		w, err := e.readableWorkflow(tx, p, id)

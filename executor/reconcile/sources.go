@@ -68,6 +68,7 @@ func (s storeRecords) Records(ctx context.Context) (Records, error) {
 	if err := ctx.Err(); err != nil {
 		return Records{}, err
 	}
+	s.db.Flush() // the records of steps already answered done
 	var r Records
 	err := s.db.View(func(tx *store.Tx) error {
 		var err error

@@ -14,3 +14,14 @@ import (
 func (db *DB) Batch(fn func(*Tx) error) error {
 	return db.group.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
 }
+
+// Enqueue queues fn like Batch and returns at once; fn's outcome arrives
+// on the channel when the commit that holds its writes is durable (or
+// failed). The engine uses it for a record it may answer before it is
+// durable because it can be recovered without it.
+func (db *DB) Enqueue(fn func(*Tx) error) <-chan error {
+	return db.group.Enqueue(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Flush waits until every write queued before it is committed or failed.
+func (db *DB) Flush() { db.group.Flush() }

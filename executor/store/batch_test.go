@@ -32,7 +32,7 @@ func commits(t *testing.T, db *store.DB) uint64 {
 // closed, so that writes queued meanwhile wait for the next commit.
 func blockFirstCommit(db *store.DB) (release chan struct{}, done <-chan error) {
 	started, release := make(chan struct{}), make(chan struct{})
-	done = db.BatchAsync(func(tx *store.Tx) error {
+	done = db.Enqueue(func(tx *store.Tx) error {
 		close(started)
 		<-release
 		return tx.SetSwitch("first", false)
@@ -50,7 +50,7 @@ func TestBatchWritesQueuedDuringACommitShareTheNext(t *testing.T) {
 	release, first := blockFirstCommit(db)
 	var outs []<-chan error
 	for i := range 8 {
-		outs = append(outs, db.BatchAsync(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("tool-", i), false) }))
+		outs = append(outs, db.Enqueue(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("tool-", i), false) }))
 	}
 	close(release)
 	for _, out := range append(outs, first) {
@@ -80,7 +80,7 @@ func TestBatchAFailingWriteFailsAloneAndTheOthersCommit(t *testing.T) {
 	boom := errors.New("boom")
 	runs := map[string]int{}
 	write := func(name string, err error) <-chan error {
-		return db.BatchAsync(func(tx *store.Tx) error {
+		return db.Enqueue(func(tx *store.Tx) error {
 			runs[name]++ // only the committer's goroutine runs these
 			if e := tx.SetSwitch(name, false); e != nil {
 				return e
