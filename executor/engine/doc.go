@@ -13,22 +13,33 @@
 //  3. Rehydrate: the order comes from the order system; the prior refunds on
 //     the order, its reships in any workflow, the rep's rolling day and the
 //     agent's hour come from the store's indexes.
-//  4. Decide and reserve, in ONE store transaction: the active bundle
-//     decides; the decision is logged with its rule and revision; an
-//     approval is requested or consumed; and the step is marked started with
-//     its baseline. bbolt has one writer, so two concurrent calls cannot
-//     both spend the same headroom.
+//  4. Decide and reserve: the active bundle decides outside any write
+//     transaction, from facts read in a read transaction, so a slow
+//     evaluation holds up only its own workflow. The write transaction
+//     (shared with other workflows' writes in one group commit, and for a
+//     proposal also the one that admits the step) takes that verdict only
+//     if the facts it read are unchanged, and otherwise decides again
+//     inside; it logs the decision with its rule and revision, requests
+//     or consumes an approval, and marks the step started with its
+//     baseline. bbolt has one writer, so two concurrent calls cannot both
+//     spend the same headroom.
 //  5. Dispatch: the tool's switch was read inside that transaction, at the
 //     moment of effect. A fresh actor token is minted per attempt; the
 //     ledger gets the stable idempotency key.
 //  6. Record: done with the result, denied when the system of record
-//     refused, unknown when the outcome could not be seen.
+//     refused, unknown when the outcome could not be seen. A done step
+//     that resume would find done again by itself (write-ahead on, and a
+//     refund's key, a reshipment's reference, or a read) is answered
+//     before its record is durable: the record rides the next group
+//     commit, and the workflow's lock and its readers wait for it.
 //
 // A crash between any two of these points is safe: on resume a started
 // refund is dispatched again with the same key (the ledger replays), and a
-// started or unknown reshipment is resolved by comparing the order's
-// shipment count with the baseline taken before the call.
-//
+// started or unknown reshipment is resolved by its reference in the order
+// system (or, with that control removed, by comparing the order's shipment
+// count with the baseline taken before the call). So an answer the agent
+// has seen, done or waiting for approval, is true after a crash.
+
 // # Whose delegation
 //
 // A workflow stores the delegation of the token that created it, with that
