@@ -284,7 +284,8 @@ func (s *Server) switches(c echo.Context) error {
 
 func (s *Server) setSwitch(c echo.Context) error {
 	var req struct {
-		Enabled *bool `json:"enabled"`
+		Enabled *bool  `json:"enabled"`
+		Reason  string `json:"reason"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -293,7 +294,7 @@ func (s *Server) setSwitch(c echo.Context) error {
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "enabled: required, true or false")
 	}
 	name := tool.Name(c.Param("tool"))
-	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled); err != nil {
+	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled, req.Reason); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, switchAnswer{Tool: name, Enabled: *req.Enabled})

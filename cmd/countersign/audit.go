@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,8 +28,102 @@ func newAuditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Check the hash-chained audit log",
 	}
-	cmd.AddCommand(newAuditVerifyCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd())
 	return cmd
+}
+
+// openAuditStore opens DIR/sidecar.db for reading the audit log, with
+// messages that say what to do when it is missing or held by a running
+// sidecar (instead names the request that asks the running sidecar).
+func openAuditStore(data string, timeout time.Duration, instead string) (*store.DB, error) {
+	if data == "" {
+		return nil, errors.New("--data DIR is required: the directory the sidecar keeps its state in")
+	}
+	path := filepath.Join(data, "sidecar.db")
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("no sidecar.db in %s: pass the --data directory of `countersign serve`", data)
+		}
+		return nil, err
+	}
+	db, err := store.Open(path, store.Options{Timeout: timeout})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf(
+			"%s is locked: the sidecar is running and holds it. Ask the sidecar instead (%s with an operator token), or stop it and run this again",
+			path, instead)
+	}
+	return db, err
+}
+
+func newAuditExportCmd() *cobra.Command {
+	var (
+		data, out string
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "export --data DIR [-o FILE]",
+		Short: "Write the audit log as NDJSON, one record per line with its prev and hash",
+		Long: `Write every record of the audit log in DIR/sidecar.db, oldest first, as
+NDJSON: one JSON object per line, exactly as GET /v1/audit answers it (id,
+at, kind, actor, the record's fields and detail, prev and hash). A reviewer
+can recompute each hash from the record and follow the chain from prev to
+prev; countersign audit verify does both.`,
+		Example: `  countersign audit export --data /tmp/cs > audit.ndjson
+  countersign audit export --data /tmp/cs -o audit.ndjson`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := openAuditStore(data, timeout, "GET /v1/audit")
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			w := cmd.OutOrStdout()
+			if out != "" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			n, err := exportAudit(db, w)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d audit records to %s\n", n, out)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
+	return cmd
+}
+
+// exportAudit writes the whole log as NDJSON, a page at a time, and
+// returns how many records it wrote.
+func exportAudit(db *store.DB, w io.Writer) (int, error) {
+	log := audit.New(audit.Options{})
+	enc := json.NewEncoder(w)
+	n, after := 0, ""
+	for {
+		page, err := log.List(db, after, audit.MaxLimit)
+		if err != nil {
+			return n, err
+		}
+		for _, r := range page.Records {
+			if err := enc.Encode(r); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if page.Next == "" {
+			return n, nil
+		}
+		after = page.Next
+	}
 }
 
 func newAuditVerifyCmd() *cobra.Command {
@@ -55,22 +151,7 @@ alone cannot show.`,
   countersign audit verify --data /tmp/cs --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if data == "" {
-				return errors.New("--data DIR is required: the directory the sidecar keeps its state in")
-			}
-			path := filepath.Join(data, "sidecar.db")
-			if _, err := os.Stat(path); err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					err = fmt.Errorf("no sidecar.db in %s: pass the --data directory of `countersign serve`", data)
-				}
-				return &exitError{code: exitAuditUnverified, err: err}
-			}
-			db, err := store.Open(path, store.Options{Timeout: timeout})
-			if errors.Is(err, store.ErrLocked) {
-				return &exitError{code: exitAuditUnverified, err: fmt.Errorf(
-					"%s is locked: the sidecar is running and holds it. Ask the sidecar instead: GET /v1/audit/verify with an operator token, or stop it and run this again",
-					path)}
-			}
+			db, err := openAuditStore(data, timeout, "GET /v1/audit/verify")
 			if err != nil {
 				return &exitError{code: exitAuditUnverified, err: err}
 			}

@@ -244,9 +244,13 @@ func stepRecord(kind audit.Kind, actor string, s store.Step, detail map[string]a
 }
 
 func approvalRecord(actor string, a store.Approval) audit.Record {
+	detail := map[string]any{"approval": a.ID, "status": string(a.Status),
+		"call_hash": a.CallHash, "retroactive": a.Retroactive, "expires": a.Expires.UTC().Format(time.RFC3339)}
+	if a.Comment != "" {
+		detail["comment"] = a.Comment
+	}
 	return audit.Record{Kind: audit.KindApproval, Actor: actor, Workflow: a.Workflow, N: a.N, Tool: string(a.Tool),
-		Args: tool.Canonical(a.Tool, a.Args), Detail: map[string]any{"approval": a.ID, "status": string(a.Status),
-			"call_hash": a.CallHash, "retroactive": a.Retroactive, "expires": a.Expires.UTC().Format(time.RFC3339)}}
+		Args: tool.Canonical(a.Tool, a.Args), Detail: detail}
 }
 
 // RecordEvent appends an audit record of something that happened outside

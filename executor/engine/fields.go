@@ -40,16 +40,20 @@ func checkID(field, v string) error {
 // like a bearer token. A token is refused, not redacted: the lead learns at
 // once that they pasted a credential, and the record never holds something
 // other than what they wrote.
-func checkComment(c string) error {
+func checkComment(c string) error { return checkText("comment", c) }
+
+// checkText checks a person's free text (a comment, a reason) before it
+// goes into a record.
+func checkText(field, c string) error {
 	switch {
 	case len(c) > MaxCommentBytes:
-		return &InvalidError{"comment", fmt.Sprintf("at most %d bytes; shorten it", MaxCommentBytes)}
+		return &InvalidError{field, fmt.Sprintf("at most %d bytes; shorten it", MaxCommentBytes)}
 	case !utf8.ValidString(c):
-		return &InvalidError{"comment", "must be UTF-8 text"}
+		return &InvalidError{field, "must be UTF-8 text"}
 	case hasControl(c):
-		return &InvalidError{"comment", "must not hold control characters (newlines, tabs, escapes): write it on one line"}
+		return &InvalidError{field, "must not hold control characters (newlines, tabs, escapes): write it on one line"}
 	case audit.LooksLikeToken(c):
-		return &InvalidError{"comment", "looks like a bearer token (a JWT); remove it: a token must never be written into a record"}
+		return &InvalidError{field, "looks like a bearer token (a JWT); remove it: a token must never be written into a record"}
 	}
 	return nil
 }

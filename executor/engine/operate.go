@@ -21,21 +21,29 @@ func (e *Engine) Switches(ctx context.Context) (map[tool.Name]bool, error) {
 	return out, err
 }
 
-// SetSwitch turns a tool on or off. Off stops every workflow at its next
-// step of that tool, at the moment of effect.
-func (e *Engine) SetSwitch(ctx context.Context, by Person, name tool.Name, enabled bool) error {
+// SetSwitch turns a tool on or off, with the operator's reason (may be
+// empty) in the audit record. Off stops every workflow at its next step of
+// that tool, at the moment of effect.
+func (e *Engine) SetSwitch(ctx context.Context, by Person, name tool.Name, enabled bool, reason string) error {
 	if _, ok := tool.Lookup(name); !ok {
 		return fmt.Errorf("switch %q: %w", name, tool.ErrUnknownTool)
 	}
+	if err := checkText("reason", reason); err != nil {
+		return err
+	}
+	detail := map[string]any{"enabled": enabled}
+	if reason != "" {
+		detail["reason"] = reason
+	}
 	err := e.db.Update(func(tx *store.Tx) error {
 		if err := e.auditTx(tx, audit.Record{Kind: audit.KindSwitch, Actor: by.ID, Tool: string(name),
-			Detail: map[string]any{"enabled": enabled}}); err != nil {
+			Detail: detail}); err != nil {
 			return err
 		}
 		return tx.SetSwitch(string(name), enabled)
 	})
 	if err == nil {
-		e.log.Info("switch set", "tool", name, "enabled", enabled, "by", by.ID)
+		e.log.Info("switch set", "tool", name, "enabled", enabled, "by", by.ID, "reason", reason)
 	}
 	return err
 }

@@ -57,11 +57,11 @@ func TestDecisionInputCarriesTheOrdersReships(t *testing.T) {
 					t.Fatalf("W2 after approval: %s, want unknown", steps[0].Status)
 				}
 			}
-			if err := h.eng.SetSwitch(ctx, person("ops-ida"), tool.ReshipOrder, false); err != nil {
+			if err := h.eng.SetSwitch(ctx, person("ops-ida"), tool.ReshipOrder, false, ""); err != nil {
 				t.Fatal(err)
 			}
 			reship("W3", store.StepHeld, false)
-			if err := h.eng.SetSwitch(ctx, person("ops-ida"), tool.ReshipOrder, true); err != nil {
+			if err := h.eng.SetSwitch(ctx, person("ops-ida"), tool.ReshipOrder, true, ""); err != nil {
 				t.Fatal(err)
 			}
 			h.propose("rep-ana", "W3", tool.IssueRefund, `{"order":"O-1001","amount":1000}`)

@@ -332,7 +332,7 @@ func switchedOffMidRun(ctx context.Context, dir string, c engine.Controls) (Outc
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := st.Engine.SetSwitch(ctx, person("ops-ida"), tool.IssueRefund, false); err != nil {
+	if err := st.Engine.SetSwitch(ctx, person("ops-ida"), tool.IssueRefund, false, ""); err != nil {
 		return Outcome{}, err
 	}
 	if _, err := st.Engine.Approve(ctx, person("lead-dee"), s.Approval, ""); err != nil {

@@ -386,7 +386,7 @@ func (r *run) onRelease(ctx context.Context) error {
 // onContain switches issue_refund off and raises the credential epoch.
 func (r *run) onContain(ctx context.Context) error {
 	ops := r.people[operatorID]
-	if err := r.st.Engine.SetSwitch(ctx, ops, tool.IssueRefund, false); err != nil {
+	if err := r.st.Engine.SetSwitch(ctx, ops, tool.IssueRefund, false, "containment: refunds over the auto limit ran without approval after p2"); err != nil {
 		return err
 	}
 	from := r.st.Authority.Epoch()
@@ -423,7 +423,7 @@ func (r *run) onFix(ctx context.Context) error {
 // onReenable switches issue_refund on and resumes every paused workflow.
 func (r *run) onReenable(ctx context.Context) error {
 	ops := r.people[operatorID]
-	if err := r.st.Engine.SetSwitch(ctx, ops, tool.IssueRefund, true); err != nil {
+	if err := r.st.Engine.SetSwitch(ctx, ops, tool.IssueRefund, true, "re-enabled under p3 after the fix"); err != nil {
 		return err
 	}
 	paused, err := r.workflows(store.WorkflowPaused)
