@@ -3,7 +3,9 @@ package credential
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +18,7 @@ import (
 
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
-	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
-	"github.com/lestrrat-go/jwx/v3/jws"
 )
 
 // Issuer is the iss claim of every actor token.
@@ -72,10 +72,12 @@ type Authority struct {
 // signer is one epoch's key material. It is immutable once built, so Mint
 // reads it without a lock and Raise swaps it whole.
 type signer struct {
-	epoch int
-	kid   string
-	key   jwk.Key // private, carries kid, alg and use
-	jwks  []byte  // the public JWKS document with only this key
+	epoch  int
+	kid    string
+	key    jwk.Key            // private, carries kid, alg and use
+	priv   ed25519.PrivateKey // the same key, raw, for Mint
+	header string             // the encoded protected header of every token: alg, kid, typ
+	jwks   []byte             // the public JWKS document with only this key
 }
 
 // Open loads the highest persisted epoch under opts.Dir/keys, or creates
@@ -139,7 +141,16 @@ func newSigner(epoch int, key jwk.Key) (*signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: JWKS of epoch %d: %w", ErrKeyStore, epoch, err)
 	}
-	return &signer{epoch: epoch, kid: kidFor(epoch), key: key, jwks: doc}, nil
+	var priv ed25519.PrivateKey
+	if err := jwk.Export(key, &priv); err != nil {
+		return nil, fmt.Errorf("%w: key of epoch %d is not Ed25519: %w", ErrKeyStore, epoch, err)
+	}
+	hdr, err := json.Marshal(map[string]string{"alg": "EdDSA", "kid": kidFor(epoch), "typ": "JWT"})
+	if err != nil {
+		return nil, err
+	}
+	return &signer{epoch: epoch, kid: kidFor(epoch), key: key, priv: priv,
+		header: base64.RawURLEncoding.EncodeToString(hdr), jwks: doc}, nil
 }
 
 // kidFor is the key id of an epoch, which receivers parse back to N.
@@ -230,16 +241,16 @@ func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("credential: encode claims: %w", err)
 	}
-	hdr := jws.NewHeaders()
-	if err := hdr.Set(jws.TypeKey, "JWT"); err != nil {
-		return "", fmt.Errorf("credential: header: %w", err)
-	}
-	// Signing with the jwk.Key (not the raw ed25519 key) puts its kid,
-	// "epoch-N", into the protected header.
-	tok, err := jws.Sign(body, jws.WithKey(jwa.EdDSA(), s.key, jws.WithProtectedHeaders(hdr)))
-	if err != nil {
-		return "", fmt.Errorf("credential: sign with %s: %w", s.kid, err)
-	}
+	// A compact JWS (RFC 7515) signed with EdDSA (RFC 8037), built here
+	// rather than by jws.Sign, which costs several times the signature.
+	enc := base64.RawURLEncoding
+	tok := make([]byte, 0, len(s.header)+1+enc.EncodedLen(len(body))+1+enc.EncodedLen(ed25519.SignatureSize))
+	tok = append(tok, s.header...)
+	tok = append(tok, '.')
+	tok = enc.AppendEncode(tok, body)
+	sig := ed25519.Sign(s.priv, tok)
+	tok = append(tok, '.')
+	tok = enc.AppendEncode(tok, sig)
 	return string(tok), nil
 }
 
