@@ -3,17 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -79,7 +75,7 @@ through GET /v1/decisions instead.`,
 				os.Remove(out) // no half an export under the name asked for
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %d decisions to %s\n", n, out)
+			_, err = fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d decisions to %s\n", n, out)
 			return err
 		},
 	}
@@ -120,25 +116,4 @@ func flagTime(name, v string) (time.Time, error) {
 		return t, fmt.Errorf("--%s %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", name, v)
 	}
 	return t, nil
-}
-
-// openStopped opens the store in the data directory of a stopped sidecar,
-// for a command that reads it. A running sidecar holds the file: the error
-// wraps store.ErrLocked and says to stop it or to ask it instead, with the
-// request named by instead.
-func openStopped(data string, timeout time.Duration, instead string) (*store.DB, error) {
-	if data == "" {
-		return nil, errors.New("--data DIR is required: the directory the sidecar keeps its state in")
-	}
-	path := filepath.Join(data, stack.StoreFile)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no %s in %s: pass the --data directory of `countersign serve`", stack.StoreFile, data)
-	} else if err != nil {
-		return nil, err
-	}
-	db, err := store.Open(path, store.Options{Timeout: timeout})
-	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("%w: the sidecar is running; stop it and run this again, or ask it with %s and an operator token", err, instead)
-	}
-	return db, err
 }
