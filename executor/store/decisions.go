@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -54,6 +55,9 @@ type DecisionFilter struct {
 // to Since or Until may therefore be left out although its time is inside
 // the bounds. Every decision passed to fn is inside them.
 func (t *Tx) EachDecision(f DecisionFilter, fn func(Decision) error) error {
+	if f.After == math.MaxUint64 {
+		return nil // nothing follows, and After+1 would wrap to the start
+	}
 	start, err := t.firstDecisionAt(f.Since)
 	if err != nil {
 		return err

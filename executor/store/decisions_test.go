@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -57,6 +58,7 @@ func TestDecisionPage(t *testing.T) {
 		{"the last page has no next", store.DecisionFilter{After: 8}, 4, []uint64{9, 10}, 0},
 		{"a page that ends with the log has no next", store.DecisionFilter{After: 6}, 4, []uint64{7, 8, 9, 10}, 0},
 		{"a cursor past the end is an empty page", store.DecisionFilter{After: 99}, 4, []uint64{}, 0},
+		{"the last cursor there can be does not wrap to the start", store.DecisionFilter{After: math.MaxUint64}, 4, []uint64{}, 0},
 		{"one workflow, not another whose id it prefixes", store.DecisionFilter{Workflow: "W1"}, 10, []uint64{1, 4, 6, 7, 10}, 0},
 		{"one workflow, a page at a time", store.DecisionFilter{Workflow: "W1", After: 4}, 2, []uint64{6, 7}, 7},
 		{"an unknown workflow", store.DecisionFilter{Workflow: "W3"}, 10, []uint64{}, 0},
