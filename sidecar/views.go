@@ -184,13 +184,15 @@ func newCursor(seq uint64) string {
 	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, seq))
 }
 
-// parseCursor reads a cursor newCursor wrote.
+// parseCursor reads a cursor newCursor wrote, and nothing else: a string
+// base64 would also decode to the same number (a newline inside, other
+// trailing bits) is not one.
 func parseCursor(s string) (uint64, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return 0, err
 	}
-	if len(b) != 8 || binary.BigEndian.Uint64(b) == 0 {
+	if len(b) != 8 || binary.BigEndian.Uint64(b) == 0 || newCursor(binary.BigEndian.Uint64(b)) != s {
 		return 0, errors.New("not a decision log cursor")
 	}
 	return binary.BigEndian.Uint64(b), nil
