@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -384,13 +385,54 @@ func isBundleUpload(c echo.Context) bool {
 	return c.Request().Method == http.MethodPost && c.Path() == "/v1/bundles"
 }
 
+// The page sizes of GET /v1/decisions.
+const (
+	defaultDecisionLimit = 100
+	maxDecisionLimit     = 1000
+)
+
 func (s *Server) decisions(c echo.Context) error {
-	wf := c.QueryParam("workflow")
-	list, err := s.opts.Engine.Decisions(c.Request().Context(), wf)
+	f, limit, err := decisionQuery(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDecisionsAnswer(list))
+	page, err := s.opts.Engine.Decisions(c.Request().Context(), f, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newDecisionsAnswer(page))
+}
+
+// decisionQuery reads since, until, workflow, limit and cursor. A
+// parameter that does not parse or is out of bounds is a 400 invalid_query
+// that names it.
+func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error) {
+	f.Workflow = c.QueryParam("workflow")
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := c.QueryParam(p.name); v != "" {
+			if *p.to, err = time.Parse(time.RFC3339, v); err != nil {
+				return f, 0, newError(http.StatusBadRequest, "invalid_query",
+					"%s: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", p.name, v)
+			}
+		}
+	}
+	limit = defaultDecisionLimit
+	if v := c.QueryParam("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxDecisionLimit {
+			return f, 0, newError(http.StatusBadRequest, "invalid_query",
+				"limit: %q is not a whole number from 1 to %d (default %d)", v, maxDecisionLimit, defaultDecisionLimit)
+		}
+	}
+	if v := c.QueryParam("cursor"); v != "" {
+		if f.After, err = parseCursor(v); err != nil {
+			return f, 0, newError(http.StatusBadRequest, "invalid_query",
+				"cursor: %q is not a cursor this endpoint answered; pass next_cursor as it came, or leave cursor out to start at the beginning", v)
+		}
+	}
+	return f, limit, nil
 }
 
 func (s *Server) auditList(c echo.Context) error {

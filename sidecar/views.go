@@ -1,7 +1,10 @@
 package sidecar
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
@@ -89,23 +92,12 @@ type approvalsAnswer struct {
 	Approvals []approvalView `json:"approvals"`
 }
 
-// decisionView is one entry of the decision log.
-type decisionView struct {
-	Seq      uint64    `json:"seq"`
-	At       time.Time `json:"at"`
-	Workflow string    `json:"workflow"`
-	N        int       `json:"n"`
-	User     string    `json:"user"`
-	Tool     tool.Name `json:"tool"`
-	Args     tool.Args `json:"args"`
-	Decision string    `json:"decision"`
-	Rule     string    `json:"rule"`
-	Revision string    `json:"revision"`
-}
-
-// decisionsAnswer is the decision log; [] when it is empty.
+// decisionsAnswer is one page of the decision log, each decision in the
+// shape of OPA's decision log; [] when the page is empty. NextCursor is the
+// cursor of the next page, "" when nothing follows.
 type decisionsAnswer struct {
-	Decisions []decisionView `json:"decisions"`
+	Decisions  []engine.LogEntry `json:"decisions"`
+	NextCursor string            `json:"next_cursor"`
 }
 
 // bundleView is one bundle activation attempt. Failures is null, not [],
@@ -175,13 +167,35 @@ func newApprovalView(a store.Approval) approvalView {
 		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash}
 }
 
-func newDecisionsAnswer(list []store.Decision) decisionsAnswer {
-	out := decisionsAnswer{Decisions: make([]decisionView, 0, len(list))}
-	for _, d := range list {
-		out.Decisions = append(out.Decisions, decisionView{Seq: d.Seq, At: d.At, Workflow: d.Workflow, N: d.N,
-			User: d.User, Tool: d.Tool, Args: d.Args, Decision: d.Decision, Rule: d.Rule, Revision: d.Revision})
+func newDecisionsAnswer(p store.DecisionPage) decisionsAnswer {
+	out := decisionsAnswer{Decisions: make([]engine.LogEntry, 0, len(p.Decisions))}
+	for _, d := range p.Decisions {
+		out.Decisions = append(out.Decisions, engine.NewLogEntry(d))
+	}
+	if p.Next != 0 {
+		out.NextCursor = newCursor(p.Next)
 	}
 	return out
+}
+
+// A cursor of the decision log is the sequence number of the last decision
+// a page showed, opaque to clients: next_cursor is passed back as it came.
+func newCursor(seq uint64) string {
+	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, seq))
+}
+
+// parseCursor reads a cursor newCursor wrote, and nothing else: a string
+// base64 would also decode to the same number (a newline inside, other
+// trailing bits) is not one.
+func parseCursor(s string) (uint64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 || binary.BigEndian.Uint64(b) == 0 || newCursor(binary.BigEndian.Uint64(b)) != s {
+		return 0, errors.New("not a decision log cursor")
+	}
+	return binary.BigEndian.Uint64(b), nil
 }
 
 func newBundleView(r store.BundleRecord) bundleView {

@@ -32,10 +32,11 @@ func newAuditCmd() *cobra.Command {
 	return cmd
 }
 
-// openAuditStore opens DIR/sidecar.db for reading the audit log, with
-// messages that say what to do when it is missing or held by a running
-// sidecar (instead names the request that asks the running sidecar).
-func openAuditStore(data string, timeout time.Duration, instead string) (*store.DB, error) {
+// openStopped opens DIR/sidecar.db for a command that reads a stopped
+// sidecar's state (the audit log, the decision log), with messages that say
+// what to do when it is missing or held by a running sidecar (instead names
+// the request that asks the running sidecar).
+func openStopped(data string, timeout time.Duration, instead string) (*store.DB, error) {
 	if data == "" {
 		return nil, errors.New("--data DIR is required: the directory the sidecar keeps its state in")
 	}
@@ -72,7 +73,7 @@ prev; countersign audit verify does both.`,
   countersign audit export --data /tmp/cs -o audit.ndjson`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openAuditStore(data, timeout, "GET /v1/audit")
+			db, err := openStopped(data, timeout, "GET /v1/audit")
 			if err != nil {
 				return err
 			}
@@ -151,7 +152,7 @@ alone cannot show.`,
   countersign audit verify --data /tmp/cs --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openAuditStore(data, timeout, "GET /v1/audit/verify")
+			db, err := openStopped(data, timeout, "GET /v1/audit/verify")
 			if err != nil {
 				return &exitError{code: exitAuditUnverified, err: err}
 			}

@@ -32,8 +32,11 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	bundle := newBundleCmd()
+	bundle.AddCommand(newBundleImpactCmd())
 	root.AddCommand(
-		newBundleCmd(),
+		bundle,
+		newDecisionsCmd(),
 		newTokenCmd(),
 		newSimCmd(),
 		newServeCmd(),

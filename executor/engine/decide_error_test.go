@@ -28,9 +28,9 @@ func TestDecideErrorLeavesTheStepResumable(t *testing.T) {
 		t.Fatalf("propose: %v, want an error wrapping the policy's", err)
 	}
 	_, steps, _ := h.eng.Workflow(ctx, person("rep-ana"), "W1")
-	decisions, _ := h.eng.Decisions(ctx, "W1")
-	if len(steps) != 1 || steps[0].Status != store.StepPending || steps[0].Decision != "" || len(decisions) != 0 || h.sys.refunds != 0 {
-		t.Fatalf("after a failed decision: steps %+v, %d decisions, %d refunds", steps, len(decisions), h.sys.refunds)
+	decisions, _ := h.eng.Decisions(ctx, store.DecisionFilter{Workflow: "W1"}, 10)
+	if len(steps) != 1 || steps[0].Status != store.StepPending || steps[0].Decision != "" || len(decisions.Decisions) != 0 || h.sys.refunds != 0 {
+		t.Fatalf("after a failed decision: steps %+v, %d decisions, %d refunds", steps, len(decisions.Decisions), h.sys.refunds)
 	}
 	rec.setFail(nil)
 	snap, err := h.eng.Resume(ctx, person("rep-ana"), "W1")

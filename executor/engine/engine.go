@@ -80,6 +80,9 @@ type Policy interface {
 	CheckApprover(ctx context.Context, in policy.ApproverInput) (policy.Refusal, error)
 	Limits() (policy.Limits, error)
 	Revision() string
+	// Active is the active bundle (nil: none), whose digest the decision
+	// log records.
+	Active() *policy.Bundle
 }
 
 // Actor is the rep whose delegation an effect uses.

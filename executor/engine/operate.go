@@ -48,14 +48,16 @@ func (e *Engine) SetSwitch(ctx context.Context, by Person, name tool.Name, enabl
 	return err
 }
 
-// Decisions returns the decision log, of one workflow when wf is not empty.
-func (e *Engine) Decisions(ctx context.Context, wf string) ([]store.Decision, error) {
-	var out []store.Decision
+// Decisions reads one page of the decision log: the first limit decisions
+// f selects, oldest first (store.Tx.EachDecision says how Since and Until
+// are found).
+func (e *Engine) Decisions(ctx context.Context, f store.DecisionFilter, limit int) (store.DecisionPage, error) {
+	var p store.DecisionPage
 	err := e.db.View(func(tx *store.Tx) (err error) {
-		out, err = tx.Decisions(wf)
+		p, err = tx.DecisionPage(f, limit)
 		return err
 	})
-	return out, err
+	return p, err
 }
 
 // Ping reports whether the store answers.

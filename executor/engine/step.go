@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -522,10 +524,14 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 			return res, &undecided{fmt.Errorf("decide %s/%d: %w", s.Workflow, s.N, err)}
 		}
 	}
-	var err error
+	doc, err := MarshalInput(in)
+	if err != nil {
+		return res, err
+	}
 	if r.decided, err = tx.AppendDecision(store.Decision{
-		At: now, Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
-		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision,
+		ID: ulid.Make().String(), At: now, Path: DecisionPath, Input: doc,
+		Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
+		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision, Digest: e.digest(res.Revision),
 	}); err != nil {
 		return res, err
 	}
@@ -533,6 +539,18 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision,
 	}))
+}
+
+// digest is the digest of the bundle that answered with revision. The
+// decision read the active bundle once, and this reads it again: the digest
+// is recorded only if that bundle still has the revision that answered, so
+// a bundle activated in between under another revision leaves it empty
+// rather than named for a decision it did not make.
+func (e *Engine) digest(revision string) string {
+	if b := e.policy.Active(); b != nil && b.Revision() == revision {
+		return b.Digest()
+	}
+	return ""
 }
 
 // allow reserves an allowed call. A lead may have approved this call under

@@ -29,6 +29,15 @@
 // count per order (OrderReships), across all workflows, so the rules can
 // limit how often one order is reshipped with one key read.
 //
+// # The decision log
+//
+// Decisions are keyed by sequence number, with an index by workflow; each
+// record holds the input document the policy evaluated, so a candidate
+// bundle can be replayed against it (package impact). The log is read a
+// page at a time (EachDecision, DecisionPage): a page seeks to a cursor, to
+// a time by binary search over the sequence numbers, and along the workflow
+// index, so its cost does not grow with the log.
+//
 // # What it does not know
 //
 // The store knows no policy, no HTTP and no system of record. It stores

@@ -141,18 +141,32 @@ type Approval struct {
 	Decided     time.Time `json:"decided,omitzero"`
 }
 
-// Decision is one entry of the decision log.
+// Decision is one entry of the decision log: what the call policy was
+// asked and what it answered, in the terms of OPA's decision log. Decision
+// and Rule are the policy's result object, which has exactly those two
+// members (the policy package refuses any other shape). A record written
+// before the log took OPA's shape has no ID, Path, Input or Digest.
 type Decision struct {
-	Seq      uint64    `json:"seq"`
-	At       time.Time `json:"at"`
-	Workflow string    `json:"workflow"`
-	N        int       `json:"n"`
-	User     string    `json:"user"`
-	Tool     tool.Name `json:"tool"`
-	Args     tool.Args `json:"args"`
-	Decision string    `json:"decision"`
-	Rule     string    `json:"rule"`
-	Revision string    `json:"revision"`
+	Seq uint64 `json:"seq"`
+	// ID is unique to the decision (OPA's decision_id).
+	ID string    `json:"id,omitempty"`
+	At time.Time `json:"at"`
+	// Path is the policy path evaluated, as OPA names it
+	// ("countersign/call/decision").
+	Path string `json:"path,omitempty"`
+	// Input is the input document the policy evaluated, as JSON; a replay
+	// evaluates it again against another bundle.
+	Input    json.RawMessage `json:"input,omitempty"`
+	Workflow string          `json:"workflow"`
+	N        int             `json:"n"`
+	User     string          `json:"user"`
+	Tool     tool.Name       `json:"tool"`
+	Args     tool.Args       `json:"args"`
+	Decision string          `json:"decision"`
+	Rule     string          `json:"rule"`
+	Revision string          `json:"revision"`
+	// Digest is the sha256 of the bundle that answered.
+	Digest string `json:"digest,omitempty"`
 }
 
 // BundleStatus is the standing of one bundle activation attempt.

@@ -60,14 +60,15 @@ func RunPolicyDecisions(ctx context.Context, dir string) (PolicyDecisions, error
 		if err != nil {
 			return out, err
 		}
-		log, err := st.Engine.Decisions(ctx, wf)
+		// The workflow's one step was decided once.
+		log, err := st.Engine.Decisions(ctx, store.DecisionFilter{Workflow: wf}, 1)
 		if err != nil {
 			return out, err
 		}
-		if len(log) == 0 {
+		if len(log.Decisions) == 0 {
 			return out, fmt.Errorf("workflow %s: no decision in the decision log", wf)
 		}
-		d := log[len(log)-1]
+		d := log.Decisions[0]
 		out.Rows = append(out.Rows, DecisionRow{User: r.user, Order: r.order, Amount: r.amount,
 			Decision: d.Decision, Rule: d.Rule, Status: s.Status, Why: r.why})
 	}

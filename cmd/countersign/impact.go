@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/countersign/countersign/executor/impact"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+)
+
+func newBundleImpactCmd() *cobra.Command {
+	var (
+		data    string
+		last    int
+		asJSON  bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "impact --data DIR CANDIDATE [--last N]",
+		Short: "Replay the recent decisions in DIR against a candidate bundle and show which would change",
+		Long: `Replay the last N decisions a stopped sidecar logged in DIR/sidecar.db against
+CANDIDATE (a bundle directory or .tar.gz), each with the input the policy
+evaluated at the time, and show the decisions that would come out
+otherwise, grouped by what they were, what they would be and the
+candidate's rule, largest group first, with up to three examples each.
+
+Only the policy changes in a replay: the facts (the order, the totals) are
+those recorded. Decisions logged before inputs were recorded are skipped
+and counted. Nothing is activated. While the sidecar runs, ask it instead:
+POST /v1/bundles?dry_run=true.`,
+		Example: `  countersign bundle impact --data /tmp/cs p4.tar.gz
+  countersign bundle impact --data /tmp/cs p4.tar.gz --last 500 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if last < 1 {
+				return fmt.Errorf("--last %d: replay at least one decision", last)
+			}
+			candidate, err := policy.LoadPath(args[0])
+			if err != nil {
+				return err
+			}
+			db, err := openStopped(data, timeout, "POST /v1/bundles?dry_run=true")
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var log []store.Decision
+			if err := db.View(func(tx *store.Tx) (err error) { log, err = tx.LastDecisions(last); return err }); err != nil {
+				return err
+			}
+			report, err := impact.Replay(cmd.Context(), candidate, log)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), report)
+			}
+			return printImpact(cmd.OutOrStdout(), candidate, report)
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
+	cmd.Flags().IntVar(&last, "last", impact.DefaultLast, "how many of the most recent decisions to replay")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the report as JSON ({"replayed", "skipped", "changed": [{"from", "to", "rule", "count", "examples"}]})`)
+	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
+	return cmd
+}
+
+// printImpact writes the report as a table, one change a row.
+func printImpact(w io.Writer, candidate *policy.Bundle, r impact.Report) error {
+	changed := 0
+	for _, c := range r.Changed {
+		changed += c.Count
+	}
+	fmt.Fprintf(w, "candidate %s (sha256 %.12s): %d decisions replayed, %d would change, %d skipped (no recorded input)\n",
+		candidate.Revision(), candidate.Digest(), r.Replayed, changed, r.Skipped)
+	if len(r.Changed) == 0 {
+		_, err := fmt.Fprintln(w, "no decision would change")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM\tTO\tRULE\tCOUNT\tEXAMPLES")
+	for _, c := range r.Changed {
+		var ex []string
+		for _, e := range c.Examples {
+			s := fmt.Sprintf("%s/%d %s", e.Workflow, e.N, e.Order)
+			if e.Amount != 0 {
+				s += " " + e.Amount.String()
+			}
+			ex = append(ex, s)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.From, c.To, c.Rule, c.Count, strings.Join(ex, ", "))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/impact"
+	"github.com/countersign/countersign/executor/policy"
+)
+
+func runImpact(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"bundle", "impact"}, args...))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// autoLimit75 writes p1 with its auto limit raised from $50.00 to $75.00,
+// released as p4, and returns the .tar.gz's path.
+func autoLimit75(t *testing.T) string {
+	t.Helper()
+	p1, err := bundles.Open("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := fs.ReadFile(p1, "data.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := strings.Replace(string(data), `"refund_auto": 5000`, `"refund_auto": 7500`, 1)
+	if raised == string(data) {
+		t.Fatalf("p1's data.json has no refund_auto of 5000:\n%s", data)
+	}
+	fsys, err := bundles.Variant("p1", "p4", func(s string) string { return s }, map[string]string{"data.json": raised})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "p4.tar.gz")
+	if err := os.WriteFile(path, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The decisions made over HTTP under p1, replayed against p1 with a $75.00
+// auto limit: the three refunds between $50 and $75 that waited for an
+// approval would be allowed; nothing else changes.
+func TestBundleImpact(t *testing.T) {
+	dir := t.TempDir()
+	st, err := devstack.Start(context.Background(), devstack.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	seedDecisions(t, st)
+	candidate := autoLimit75(t)
+	if _, err := runImpact(t, "--data", dir, "--lock-timeout", "50ms", candidate); err == nil || !strings.Contains(err.Error(), "is locked") || !strings.Contains(err.Error(), "dry_run=true") {
+		t.Errorf("impact beside a running sidecar: %v, want it locked and how to proceed", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runImpact(t, "--data", dir, candidate)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"candidate p4 (sha256 ", "6 decisions replayed, 3 would change, 0 skipped",
+		"FROM TO RULE COUNT EXAMPLES",
+		"REQUIRE_APPROVAL ALLOW default-allow-after-checks 3 W1/2 O-1002 $60.00, W2/1 O-1002 $70.00, W2/3 O-1005 $55.00",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if rows := strings.Count(out, "\n"); rows != 3 {
+		t.Errorf("%d lines, want a summary, a header and one change:\n%s", rows, out)
+	}
+
+	out, err = runImpact(t, "--data", dir, candidate, "--last", "2", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r impact.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if r.Replayed != 2 || r.Skipped != 0 || len(r.Changed) != 1 || r.Changed[0].Count != 1 ||
+		len(r.Changed[0].Examples) != 1 || r.Changed[0].Examples[0].Workflow != "W2" || r.Changed[0].Examples[0].N != 3 ||
+		r.Changed[0].Examples[0].DecisionID == "" {
+		t.Errorf("the last two decisions: %+v", r)
+	}
+
+	out, err = runImpact(t, "--data", dir, filepath.Join("..", "..", "bundles", "p1"))
+	if err != nil || !strings.Contains(out, "no decision would change") {
+		t.Errorf("p1 against its own decisions: %v\n%s", err, out)
+	}
+}
+
+func TestBundleImpactRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no candidate", []string{"--data", t.TempDir()}, "accepts 1 arg"},
+		{"no data", []string{filepath.Join("..", "..", "bundles", "p1")}, "--data DIR is required"},
+		{"not a data dir", []string{"--data", t.TempDir(), filepath.Join("..", "..", "bundles", "p1")}, "no sidecar.db in"},
+		{"a candidate that is not there", []string{"--data", t.TempDir(), filepath.Join(t.TempDir(), "p9.tar.gz")}, "p9.tar.gz"},
+		{"nothing to replay", []string{"--data", t.TempDir(), "--last", "0", filepath.Join("..", "..", "bundles", "p1")}, "--last 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := runImpact(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}

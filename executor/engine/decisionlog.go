@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/strictjson"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// DecisionPath is the policy path of every decision the engine logs, as
+// OPA's decision log writes it: the call policy's query,
+// data.countersign.call.decision.
+const DecisionPath = "countersign/call/decision"
+
+// LogEntry is one decision in the shape of OPA's decision log
+// (decision_id, timestamp, path, input, result, bundles), which tools that
+// read OPA decision logs accept, with countersign's own fields beside it:
+// the workflow and step, and the fields the log had before it took OPA's
+// shape (seq, at, user, tool, args, decision, rule, revision), kept for its
+// existing readers. It is the API's answer and a line of
+// `countersign decisions export`.
+type LogEntry struct {
+	DecisionID string    `json:"decision_id"`
+	Timestamp  time.Time `json:"timestamp"`
+	Path       string    `json:"path"`
+	// Input is the input document the policy evaluated; absent for a
+	// decision logged before inputs were recorded.
+	Input   json.RawMessage `json:"input,omitempty"`
+	Result  LogResult       `json:"result"`
+	Bundles LogBundles      `json:"bundles"`
+
+	Seq      uint64    `json:"seq"`
+	At       time.Time `json:"at"`
+	Workflow string    `json:"workflow"`
+	N        int       `json:"n"`
+	User     string    `json:"user"`
+	Tool     tool.Name `json:"tool"`
+	Args     tool.Args `json:"args"`
+	Decision string    `json:"decision"`
+	Rule     string    `json:"rule"`
+	Revision string    `json:"revision"`
+}
+
+// LogResult is the call policy's result object.
+type LogResult struct {
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+}
+
+// LogBundles names the bundle that answered, under the one bundle name
+// countersign has.
+type LogBundles struct {
+	Countersign LogBundle `json:"countersign"`
+}
+
+// LogBundle is a bundle as the decision log names it. Digest is the sha256
+// of its .tar.gz, empty for a decision logged before digests were.
+type LogBundle struct {
+	Revision string `json:"revision"`
+	Digest   string `json:"digest"`
+}
+
+// NewLogEntry shows a stored decision in the decision log's shape. A
+// decision logged before the log took OPA's shape gets what can be derived
+// (the timestamp, the path, which was always DecisionPath, the result and
+// the revision) and no decision_id, input or digest.
+func NewLogEntry(d store.Decision) LogEntry {
+	return LogEntry{
+		DecisionID: d.ID, Timestamp: d.At.UTC(), Path: cmp.Or(d.Path, DecisionPath), Input: d.Input,
+		Result:  LogResult{Decision: d.Decision, Rule: d.Rule},
+		Bundles: LogBundles{Countersign: LogBundle{Revision: d.Revision, Digest: d.Digest}},
+		Seq:     d.Seq, At: d.At, Workflow: d.Workflow, N: d.N, User: d.User, Tool: d.Tool, Args: d.Args,
+		Decision: d.Decision, Rule: d.Rule, Revision: d.Revision,
+	}
+}
+
+// inputDocument is policy.Input as the call policy reads it: the object the
+// policy package builds for OPA from an Input, member for member (null for
+// a missing user or order, an amount and the scopes even when empty).
+type inputDocument struct {
+	User   *userDocument  `json:"user"`
+	Tool   tool.Name      `json:"tool"`
+	Args   argsDocument   `json:"args"`
+	Order  *orderDocument `json:"order"`
+	Totals totalsDocument `json:"totals"`
+}
+
+type userDocument struct {
+	ID            string      `json:"id"`
+	Role          string      `json:"role"`
+	Region        string      `json:"region"`
+	Scopes        []string    `json:"scopes"`
+	RefundCeiling money.Cents `json:"refund_ceiling"`
+}
+
+type argsDocument struct {
+	Order  string      `json:"order"`
+	Amount money.Cents `json:"amount"`
+}
+
+type orderDocument struct {
+	ID       string      `json:"id"`
+	Region   string      `json:"region"`
+	Customer string      `json:"customer"`
+	Paid     money.Cents `json:"paid"`
+	Status   string      `json:"status"`
+}
+
+type totalsDocument struct {
+	OrderRefunded money.Cents `json:"order_refunded"`
+	RepDay        money.Cents `json:"rep_day"`
+	AgentHour     money.Cents `json:"agent_hour"`
+	OrderReships  int         `json:"order_reships"`
+}
+
+// MarshalInput is the input document the call policy evaluates for in, as
+// JSON: what the decision log records as a decision's input.
+func MarshalInput(in policy.Input) (json.RawMessage, error) {
+	doc := inputDocument{
+		Tool: in.Tool, Args: argsDocument{Order: in.Args.Order, Amount: in.Args.Amount},
+		Totals: totalsDocument{OrderRefunded: in.Totals.OrderRefunded, RepDay: in.Totals.RepDay,
+			AgentHour: in.Totals.AgentHour, OrderReships: in.Totals.OrderReships},
+	}
+	if u := in.User; u != nil {
+		doc.User = &userDocument{ID: u.ID, Role: u.Role, Region: u.Region,
+			Scopes: append([]string{}, u.Scopes...), RefundCeiling: u.RefundCeiling}
+	}
+	if o := in.Order; o != nil {
+		doc.Order = &orderDocument{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode the policy input: %w", err)
+	}
+	return raw, nil
+}
+
+// UnmarshalInput reads back a recorded input document, strictly: a member
+// the document does not have, a duplicate or a wrong type is an error.
+func UnmarshalInput(raw json.RawMessage) (policy.Input, error) {
+	var doc inputDocument
+	if err := strictjson.Decode(raw, &doc); err != nil {
+		return policy.Input{}, fmt.Errorf("decode a recorded policy input: %w", err)
+	}
+	in := policy.Input{
+		Tool: doc.Tool, Args: tool.Args{Order: doc.Args.Order, Amount: doc.Args.Amount},
+		Totals: policy.Totals{OrderRefunded: doc.Totals.OrderRefunded, RepDay: doc.Totals.RepDay,
+			AgentHour: doc.Totals.AgentHour, OrderReships: doc.Totals.OrderReships},
+	}
+	if u := doc.User; u != nil {
+		in.User = &policy.User{ID: u.ID, Role: u.Role, Region: u.Region, Scopes: u.Scopes, RefundCeiling: u.RefundCeiling}
+	}
+	if o := doc.Order; o != nil {
+		in.Order = &policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+	}
+	return in, nil
+}
