@@ -27,10 +27,12 @@ import (
 // own numbers and run at the candidate's own limits, so that a bundle
 // consistent with its own data passes them whatever it declares: a split
 // refund crossing its auto limit needs approval, and a refund above its
-// maximum (the rep's ceiling here) is denied. There is deliberately no
-// case "$1 below the maximum": the auto limit's cases already show a units
-// mistake there, and bundle p2's rejection must list exactly the seed's
-// three cases.
+// maximum (the rep's ceiling here) is denied. The shipped Rego bounds a
+// refund by the bundle's maximum (R3), not by the ceiling in the rep's
+// token, which the ledger enforces; so the ceiling case sets the ceiling
+// at that maximum. There is deliberately no case "$1 below the maximum":
+// bundle p2's rejection must list exactly the seed's three cases, and that
+// one would be a fourth.
 
 type callCase struct {
 	name   string

@@ -51,6 +51,10 @@ type Engine struct {
 	clock    clock.Clock
 	gate     gate
 	verifier *Verifier
+	// activating runs one activation at a time, from reading the
+	// reference limits to the swap, so the gate compares a candidate with
+	// the bundle it replaces.
+	activating sync.Mutex
 	// mu orders activations so that the history's order is the swap order.
 	mu sync.Mutex
 }
@@ -140,6 +144,8 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if err := e.verify(b); err != nil {
 		return Report{}, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
+	e.activating.Lock()
+	defer e.activating.Unlock()
 	report := Report{Revision: b.revision, Digest: b.digest}
 	if err := e.gate.admit(b); err != nil {
 		return report, e.reject(ctx, b, a, err)

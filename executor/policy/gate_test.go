@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/countersign/countersign/executor/money"
@@ -229,6 +230,8 @@ func TestLoosens(t *testing.T) {
 		// The same cap over a shorter window lets more through.
 		{policy.LimitChange{Name: "rep_window_seconds", From: 86400, To: 3600}, true},
 		{policy.LimitChange{Name: "rep_window_seconds", From: 86400, To: 172800}, false},
+		{policy.LimitChange{Name: "rep_window_seconds", From: 86400, To: 86400}, false},
+		{policy.LimitChange{Name: "refund_cap", From: 1, To: 2}, false},
 	}
 	for _, tt := range tests {
 		if got := tt.change.Loosens(); got != tt.want {
@@ -254,5 +257,25 @@ func TestInvariantMistypedAmount(t *testing.T) {
 	}
 	if want := []string{"refund with the amount as a string: DENY got ALLOW"}; !slices.Equal(failed, want) {
 		t.Errorf("failures %q, want %q", failed, want)
+	}
+}
+
+// Two candidates declaring changes from the same active bundle race: the
+// engine gates one at a time, so the second is compared with the first,
+// which it does not declare, and only one activates.
+func TestConcurrentActivationsCompareWithWhatTheyReplace(t *testing.T) {
+	e := activeEngine(t, "p1", policy.Options{})
+	candidates := []*policy.Bundle{
+		mustSource(t, "p4", map[string]int64{"refund_auto": 7500}, policy.LimitChange{Name: "refund_auto", From: 5000, To: 7500}),
+		mustSource(t, "p5", map[string]int64{"refund_auto": 6000}, policy.LimitChange{Name: "refund_auto", From: 5000, To: 6000}),
+	}
+	errs := make([]error, len(candidates))
+	var wg sync.WaitGroup
+	for i, b := range candidates {
+		wg.Go(func() { _, errs[i] = e.Activate(ctx, b, policy.Activation{By: "ops-ida"}) })
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), policy.ErrGateFailed) {
+		t.Errorf("activations: %v; want one active and one refused by the gate", errs)
 	}
 }

@@ -38,7 +38,7 @@ type LimitChange struct {
 // over less time lets more refunds through in a day).
 func (c LimitChange) Loosens() bool {
 	for _, l := range limitTable {
-		if l.name == c.Name {
+		if l.name == c.Name && c.From != c.To {
 			return l.shorterLoosens == (c.To < c.From)
 		}
 	}
@@ -118,7 +118,7 @@ func decodeLimitChanges(metadata map[string]any, own Limits) ([]LimitChange, err
 	seen := map[string]bool{}
 	var problems []string
 	for _, c := range changes {
-		own, known := values[c.Name]
+		value, known := values[c.Name]
 		switch {
 		case !known:
 			problems = append(problems, fmt.Sprintf("%q is not a limit (data.countersign.limits has %s)", c.Name, strings.Join(limitNames(), ", ")))
@@ -126,8 +126,8 @@ func decodeLimitChanges(metadata map[string]any, own Limits) ([]LimitChange, err
 			problems = append(problems, c.Name+" is declared twice")
 		case c.From == c.To:
 			problems = append(problems, fmt.Sprintf("%s declares no change (from and to are both %d); remove it", c.Name, c.To))
-		case c.To != own:
-			problems = append(problems, fmt.Sprintf("%s declares to %d, but the bundle's data holds %d", c.Name, c.To, own))
+		case c.To != value:
+			problems = append(problems, fmt.Sprintf("%s declares to %d, but the bundle's data holds %d", c.Name, c.To, value))
 		}
 		seen[c.Name] = true
 	}
