@@ -40,8 +40,8 @@ type gateFailedBody struct {
 	Failures []gateFailure `json:"failures"`
 }
 
-// gateFailure is one case a rejected bundle failed. A failing Rego test
-// has no amount.
+// gateFailure is one case a rejected bundle failed. An undeclared limit
+// change and a failing Rego test have no amount.
 type gateFailure struct {
 	Case     string       `json:"case"`
 	Amount   *money.Cents `json:"amount,omitempty"`
@@ -105,6 +105,10 @@ func classify(err error) *apiError {
 		return newError(http.StatusUnprocessableEntity, "bundle_forbidden_builtin",
 			"the bundle calls %s in %s:%d, which policies may not use (network, clock, randomness); the active bundle is unchanged",
 			fe.Builtin, fe.File, fe.Row)
+	case errors.Is(err, policy.ErrSignatureInvalid):
+		return newError(http.StatusUnprocessableEntity, "bundle_signature_invalid",
+			"%v; this sidecar requires bundles signed with its verification key (sign with countersign bundle build --signing-key "+
+				"or opa build --signing-key). The active bundle is unchanged", err)
 	case errors.Is(err, policy.ErrNoTests):
 		return newError(http.StatusUnprocessableEntity, "bundle_without_tests",
 			"the bundle has no Rego tests of its own; add *_test.rego files with test_ rules. The active bundle is unchanged")
@@ -223,7 +227,10 @@ func isJSON(ct string) bool {
 // gateFailures lists what a rejected bundle failed, in the contract's shape.
 func gateFailures(r policy.Report) []gateFailure {
 	out := []gateFailure{}
-	for _, f := range r.Failures() {
+	for _, f := range r.LimitFailures {
+		out = append(out, gateFailure{Case: f.Case, Expected: f.Expected, Got: f.Got})
+	}
+	for _, f := range r.FailedCases() {
 		out = append(out, gateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got})
 	}
 	for _, name := range r.TestFailures {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,7 +110,8 @@ type bundleRecord struct {
 	Status   string `json:"status"`
 	By       string `json:"by"`
 	Failures []struct {
-		Amount   int64  `json:"amount"`
+		Case     string `json:"case"`
+		Amount   *int64 `json:"amount"`
 		Expected string `json:"expected"`
 		Got      string `json:"got"`
 	} `json:"failures"`
@@ -129,10 +131,10 @@ func buildBundle(t *testing.T, name string) []byte {
 	return b
 }
 
-// The gate refuses p2's units mistake with exactly three failing cases
-// ($51.00 and $500.00 allowed where approval is required, $501.00 allowed
-// where it is denied) and leaves p1 in force; p3 passes it; break glass
-// skips it.
+// The gate refuses p2's units mistake, two undeclared limit changes, with
+// exactly three failing cases at p1's limits ($51.00 and $500.00 allowed
+// where approval is required, $501.00 allowed where it is denied) and
+// leaves p1 in force; p3 passes it; break glass skips it.
 func TestBundleGate(t *testing.T) {
 	e := start(t, devstack.Options{})
 	upload := func(name, query string) reply {
@@ -163,19 +165,23 @@ func TestBundleGate(t *testing.T) {
 	r.want(t, http.StatusUnprocessableEntity, "gate_failed")
 	var rejected bundleRecord
 	r.decode(t, &rejected)
-	type failure struct {
-		amount   int64
-		expected string
-		got      string
-	}
-	var fails []failure
+	var fails []string
 	for _, f := range rejected.Failures {
-		fails = append(fails, failure{f.Amount, f.Expected, f.Got})
+		amount := "no amount"
+		if f.Amount != nil {
+			amount = strconv.FormatInt(*f.Amount, 10)
+		}
+		fails = append(fails, f.Case+", "+amount+": "+f.Expected+" got "+f.Got)
 	}
-	slices.SortFunc(fails, func(a, b failure) int { return int(a.amount - b.amount) })
-	want := []failure{{5100, "REQUIRE_APPROVAL", "ALLOW"}, {50000, "REQUIRE_APPROVAL", "ALLOW"}, {50100, "DENY", "ALLOW"}}
+	want := []string{
+		"limit_change_undeclared, no amount: refund_auto 5000 got refund_auto 500000 (undeclared)",
+		"limit_change_undeclared, no amount: refund_max 50000 got refund_max 5000000 (undeclared)",
+		"refund above the auto limit, 5100: REQUIRE_APPROVAL got ALLOW",
+		"refund at the maximum, 50000: REQUIRE_APPROVAL got ALLOW",
+		"refund above the maximum, 50100: DENY got ALLOW",
+	}
 	if !slices.Equal(fails, want) {
-		t.Errorf("gate failures %+v, want %+v", fails, want)
+		t.Errorf("gate failures\n%s\nwant\n%s", strings.Join(fails, "\n"), strings.Join(want, "\n"))
 	}
 	if b := active(); b.Revision != "p1" || b.Status != "active" {
 		t.Errorf("after the rejection the active bundle is %+v, want p1", b)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,27 +20,42 @@ import (
 func newBundleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bundle",
-		Short: "Test and build policy bundles",
+		Short: "Test, build and sign policy bundles",
 	}
 	cmd.AddCommand(newBundleTestCmd(), newBundleBuildCmd(), newBundleHistoryCmd())
 	return cmd
 }
 
 func newBundleTestCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "test PATH",
-		Short: "Run the policy gate on a bundle: its own Rego tests and the pinned boundary cases",
+	var against string
+	cmd := &cobra.Command{
+		Use:   "test PATH [--against REV|PATH]",
+		Short: "Run the policy gate on a bundle: its own Rego tests, its limit changes and the boundary cases",
 		Long: `Run the policy gate on a bundle directory or .tar.gz, exactly as activation
-does: the bundle's own Rego tests, then the pinned boundary cases that ship
-with countersign. Prints one line per case and exits 1 if anything fails.
-PATH may also name an embedded bundle (p1, p2, p3) when no such file exists.`,
+does: the bundle's own Rego tests; its limits compared with the reference
+limits, each change declared in its .manifest (metadata.limit_changes);
+then the boundary and invariant cases that ship with countersign, at the
+bundle's limits when every change is declared, else at the reference's.
+Prints one line per case and exits 1 if anything fails.
+
+The reference is what a sidecar compares a candidate with: its active
+bundle. By default it is the embedded release ` + policy.BaselineRevision + `, what a sidecar with
+no bundle active uses; --against names another release or a bundle file.
+PATH and --against may name an embedded release (p1, p2, p3 ...) when no
+such file exists.`,
+		Example: `  countersign bundle test p2
+  countersign bundle test --against p3 p4.tar.gz`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := loadBundleArg(args[0])
 			if err != nil {
 				return err
 			}
-			report, err := policy.Check(cmd.Context(), b)
+			reference, err := referenceLimits(against)
+			if err != nil {
+				return err
+			}
+			report, err := policy.Check(cmd.Context(), b, reference)
 			if errors.Is(err, policy.ErrForbiddenBuiltin) || errors.Is(err, policy.ErrNoTests) {
 				// A refusal is the gate's answer, as a failed case is.
 				fmt.Fprintf(cmd.OutOrStdout(), "FAIL: bundle %s refused: %v\n", b.Revision(), err)
@@ -54,42 +73,167 @@ PATH may also name an embedded bundle (p1, p2, p3) when no such file exists.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&against, "against", "", "the bundle whose limits are the reference: an embedded release or a bundle file (default: "+policy.BaselineRevision+")")
+	return cmd
+}
+
+// referenceLimits are the limits of the bundle --against names, or the
+// baseline's.
+func referenceLimits(against string) (policy.Limits, error) {
+	if against == "" {
+		return policy.BaselineLimits()
+	}
+	b, err := loadBundleArg(against)
+	if err != nil {
+		return policy.Limits{}, fmt.Errorf("--against %s: %w", against, err)
+	}
+	return b.Limits(), nil
+}
+
+// buildFlags are bundle build's command line.
+type buildFlags struct {
+	out          string
+	revision     string
+	data         string
+	rego         string
+	limitChanges []string
+	signingKey   string
+	signingKeyID string
 }
 
 func newBundleBuildCmd() *cobra.Command {
-	var out string
+	var f buildFlags
 	cmd := &cobra.Command{
-		Use:   "build DIR -o FILE",
-		Short: "Pack a bundle directory into a deterministic .tar.gz",
-		Long: `Pack a bundle directory into a .tar.gz whose bytes depend only on the files'
-paths and contents, so its sha256 digest is the same wherever it is built.
-The bundle is loaded first, so a bundle that would be refused is not written.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
-				return fmt.Errorf("bundle build: %s is not a bundle directory", args[0])
-			}
-			archive, err := policy.Build(os.DirFS(args[0]))
-			if err != nil {
-				return err
-			}
-			b, err := policy.LoadArchive(archive)
-			if err != nil {
-				return err
-			}
-			if err := b.Forbidden(); err != nil {
-				return err
-			}
-			if err := os.WriteFile(out, archive, 0o644); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, sha256 %s\n", out, b.Revision(), b.Digest())
-			return err
-		},
+		Use:   "build (DIR | --revision REV --data FILE) -o FILE",
+		Short: "Build a policy bundle: a new revision from rego/ and a data file, or a bundle directory as it is",
+		Long: `Build a bundle .tar.gz whose bytes depend only on the files' paths and
+contents, so its sha256 digest is the same wherever it is built (a signed
+bundle's signature may differ: ECDSA signatures are randomized).
+
+With --revision and --data it builds a new revision from the one Rego
+source: the .rego files of --rego (tests included), the --data file as
+data.json, and a .manifest with the revision, roots ["countersign"] and
+rego_version 1. Each --limit-change NAME:FROM:TO declares a change of one
+limit of data.countersign.limits in the manifest (metadata.limit_changes):
+FROM is the value in the bundle that will be active when this one is
+activated, TO the value in --data. The gate refuses a bundle whose limits
+differ from the active bundle's without such a declaration.
+
+With DIR it packs a bundle directory as it is (.manifest, data.json,
+.rego files).
+
+--signing-key signs the bundle in OPA's format (.signatures.json), as
+opa build --signing-key does; a sidecar started with
+--bundle-verification-key verifies it. The key is a PEM private key; the
+algorithm follows from it: RS256 for RSA, ES256/ES384/ES512 for ECDSA
+P-256/P-384/P-521, EdDSA for Ed25519.
+
+The bundle is loaded before it is written, so a bundle that would be
+refused (bad limits or declarations, a forbidden built-in) is not written.`,
+		Example: `  countersign bundle build --revision p4 --data p4-data.json --limit-change refund_auto:5000:7500 -o p4.tar.gz
+  countersign bundle build --revision p4 --data p4-data.json --signing-key key.pem -o p4.tar.gz
+  countersign bundle build ./my-bundle -o my-bundle.tar.gz`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the .tar.gz to write")
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "the .tar.gz to write")
+	cmd.Flags().StringVar(&f.revision, "revision", "", "build this revision from --rego and --data (e.g. p4)")
+	cmd.Flags().StringVar(&f.data, "data", "", "the data file of the new revision, written as data.json (with --revision)")
+	cmd.Flags().StringVar(&f.rego, "rego", "rego", "the Rego source directory (with --revision)")
+	cmd.Flags().StringArrayVar(&f.limitChanges, "limit-change", nil, "declare a limit change NAME:FROM:TO, e.g. refund_auto:5000:7500 (repeatable; with --revision)")
+	cmd.Flags().StringVar(&f.signingKey, "signing-key", "", "sign the bundle with this PEM private key")
+	cmd.Flags().StringVar(&f.signingKeyID, "signing-key-id", policy.DefaultKeyID, "the key id the signature names (with --signing-key)")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+func (f buildFlags) run(cmd *cobra.Command, args []string) error {
+	fsys, err := f.source(cmd, args)
+	if err != nil {
+		return fmt.Errorf("bundle build: %w", err)
+	}
+	var archive []byte
+	if f.signingKey == "" {
+		archive, err = policy.Build(fsys)
+	} else {
+		archive, err = f.sign(fsys)
+	}
+	if err != nil {
+		return fmt.Errorf("bundle build: %w", err)
+	}
+	b, err := policy.LoadArchive(archive)
+	if err != nil {
+		return err
+	}
+	if err := b.Forbidden(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(f.out, archive, 0o644); err != nil {
+		return err
+	}
+	signed := ""
+	if f.signingKey != "" {
+		signed = ", signed by key " + f.signingKeyID
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, sha256 %s%s\n", f.out, b.Revision(), b.Digest(), signed)
+	return err
+}
+
+// source is the bundle's files: DIR as it is, or the new revision.
+func (f buildFlags) source(cmd *cobra.Command, args []string) (fs.FS, error) {
+	if len(args) == 1 {
+		for _, name := range []string{"revision", "data", "rego", "limit-change"} {
+			if cmd.Flags().Changed(name) {
+				return nil, fmt.Errorf("--%s builds a new revision from the Rego source; give it without DIR", name)
+			}
+		}
+		if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("%s is not a bundle directory", args[0])
+		}
+		return os.DirFS(args[0]), nil
+	}
+	if f.revision == "" || f.data == "" {
+		return nil, errors.New("give a bundle DIR, or --revision and --data to build a new revision from --rego")
+	}
+	data, err := os.ReadFile(f.data)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	changes, err := parseLimitChanges(f.limitChanges)
+	if err != nil {
+		return nil, err
+	}
+	return policy.Source(os.DirFS(f.rego), data, f.revision, changes)
+}
+
+func (f buildFlags) sign(fsys fs.FS) ([]byte, error) {
+	key, err := os.ReadFile(f.signingKey)
+	if err != nil {
+		return nil, fmt.Errorf("--signing-key: %w", err)
+	}
+	signer, err := policy.NewSigner(key, f.signingKeyID)
+	if err != nil {
+		return nil, fmt.Errorf("--signing-key %s: %w", f.signingKey, err)
+	}
+	return signer.Sign(fsys)
+}
+
+// parseLimitChanges reads --limit-change NAME:FROM:TO values.
+func parseLimitChanges(values []string) ([]policy.LimitChange, error) {
+	var out []policy.LimitChange
+	for _, v := range values {
+		parts := strings.Split(v, ":")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("--limit-change %q: want NAME:FROM:TO, e.g. refund_auto:5000:7500", v)
+		}
+		from, errFrom := strconv.ParseInt(parts[1], 10, 64)
+		to, errTo := strconv.ParseInt(parts[2], 10, 64)
+		if errFrom != nil || errTo != nil {
+			return nil, fmt.Errorf("--limit-change %q: FROM and TO are whole numbers in the limit's units (cents or seconds)", v)
+		}
+		out = append(out, policy.LimitChange{Name: parts[0], From: from, To: to})
+	}
+	return out, nil
 }
 
 // loadBundleArg loads a directory or .tar.gz, or else the embedded bundle
@@ -106,6 +250,9 @@ func loadBundleArg(arg string) (*policy.Bundle, error) {
 
 func printReport(w io.Writer, r policy.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, f := range r.LimitFailures {
+		fmt.Fprintf(tw, "FAIL\t%s\t\texpected %s\tgot %s\n", f.Case, f.Expected, f.Got)
+	}
 	for _, c := range r.Cases {
 		status := "PASS"
 		if !c.Pass() {
@@ -123,14 +270,25 @@ func printReport(w io.Writer, r policy.Report) error {
 	for _, f := range r.TestFailures {
 		fmt.Fprintf(w, "FAIL\trego test %s\n", f)
 	}
-	failedCases := len(r.Failures())
+	whose := "the bundle's"
+	if len(r.LimitFailures) > 0 {
+		whose = "the reference's (the bundle changes limits it does not declare)"
+	}
+	limits, err := json.Marshal(r.Limits)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "limits in force: %s %s\n", whose, limits)
+	for _, c := range r.Changes {
+		fmt.Fprintf(w, "declared change: %s\n", c)
+	}
 	fmt.Fprintf(w, "rego tests: %d passed, %d failed\n", r.TestsPassed, len(r.TestFailures))
 	verdict := "PASS"
 	if !r.Passed() {
 		verdict = "FAIL"
 	}
-	_, err := fmt.Fprintf(w, "%s: bundle %s (sha256 %s): %d of %d pinned cases failed, %d rego tests failed\n",
-		verdict, r.Revision, r.Digest, failedCases, len(r.Cases), len(r.TestFailures))
+	_, err = fmt.Fprintf(w, "%s: bundle %s (sha256 %s): %d undeclared limit change(s), %d of %d cases failed, %d rego tests failed\n",
+		verdict, r.Revision, r.Digest, len(r.LimitFailures), len(r.FailedCases()), len(r.Cases), len(r.TestFailures))
 	return err
 }
 

@@ -3,10 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/policy"
 )
 
 func runBundle(t *testing.T, args ...string) (string, error) {
@@ -21,39 +31,39 @@ func runBundle(t *testing.T, args ...string) (string, error) {
 }
 
 func TestBundleTest(t *testing.T) {
+	p2 := filepath.Join(t.TempDir(), "p2.tar.gz")
+	archive, err := bundles.Archive("p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p2, archive, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2Failures := []string{
+		"limit_change_undeclared expected refund_auto 5000 got refund_auto 500000 (undeclared)",
+		"limit_change_undeclared expected refund_max 50000 got refund_max 5000000 (undeclared)",
+		"$51.00 expected REQUIRE_APPROVAL (R7-refund-needs-approval) got ALLOW",
+		"$500.00 expected REQUIRE_APPROVAL (R7-refund-needs-approval) got ALLOW",
+		"$501.00 expected DENY (R3-refund-over-ceiling) got ALLOW",
+	}
 	tests := []struct {
-		path     string
+		args     []string
 		exit     int // 0 when the command succeeds
 		failures []string
 	}{
-		{path: filepath.Join("..", "..", "bundles", "p1")},
-		{path: filepath.Join("..", "..", "bundles", "p2"), exit: 1, failures: []string{
-			"$51.00 expected REQUIRE_APPROVAL (R7-refund-needs-approval) got ALLOW",
-			"$500.00 expected REQUIRE_APPROVAL (R7-refund-needs-approval) got ALLOW",
-			"$501.00 expected DENY (R3-refund-over-ceiling) got ALLOW",
-		}},
-		{path: filepath.Join("..", "..", "bundles", "p3")},
-		{path: "p2", exit: 1, failures: make([]string, 3)}, // the embedded copy
+		{args: []string{"p1"}},
+		{args: []string{p2}, exit: 1, failures: p2Failures},
+		{args: []string{"p2"}, exit: 1, failures: p2Failures}, // the embedded release
+		{args: []string{"p3"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
-			out, err := runBundle(t, "test", tt.path)
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, err := runBundle(t, append([]string{"test"}, tt.args...)...)
 			if got := exitOf(err); got != tt.exit {
 				t.Fatalf("exit %d (%v), want %d\n%s", got, err, tt.exit, out)
 			}
-			var failed []string
-			for _, line := range strings.Split(out, "\n") {
-				if strings.HasPrefix(line, "FAIL  ") {
-					failed = append(failed, strings.Join(strings.Fields(line), " "))
-				}
-			}
-			if len(failed) != len(tt.failures) {
-				t.Fatalf("%d failing lines, want %d:\n%s", len(failed), len(tt.failures), out)
-			}
-			for i, want := range tt.failures {
-				if !strings.Contains(failed[i], want) {
-					t.Errorf("line %q does not contain %q", failed[i], want)
-				}
+			if got := failingLines(out); !equalContaining(got, tt.failures) {
+				t.Errorf("failing lines:\n%s\nwant lines containing:\n%s", strings.Join(got, "\n"), strings.Join(tt.failures, "\n"))
 			}
 			if !strings.Contains(out, "rego tests: 71 passed, 0 failed") {
 				t.Errorf("no Rego test summary:\n%s", out)
@@ -62,29 +72,181 @@ func TestBundleTest(t *testing.T) {
 	}
 }
 
+// failingLines are the FAIL lines of bundle test's table, with runs of
+// blanks made one.
+func failingLines(out string) []string {
+	var failed []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "FAIL  ") {
+			failed = append(failed, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return failed
+}
+
+func equalContaining(got, want []string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeData writes p1's data with refund_auto set to auto.
+func writeData(t *testing.T, auto int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "data.json")
+	data := fmt.Sprintf(`{"countersign": {"limits": {"refund_auto": %d, "refund_max": 50000, "reship_approval_value": 30000,
+		"rep_daily": 100000, "rep_window_seconds": 86400, "agent_hourly": 300000, "approval_ttl_seconds": 900, "token_ttl_seconds": 60}}}`, auto)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A new revision is one command from rego/ and a data file; its declared
+// limit change passes the gate, left undeclared it fails it.
+func TestBundleBuildRevision(t *testing.T) {
+	dir := t.TempDir()
+	rego := filepath.Join("..", "..", "rego")
+	data := writeData(t, 7500)
+	declared := filepath.Join(dir, "p4.tar.gz")
+	out, err := runBundle(t, "build", "--revision", "p4", "--rego", rego, "--data", data, "--limit-change", "refund_auto:5000:7500", "-o", declared)
+	if err != nil || !strings.Contains(out, "wrote "+declared+": revision p4, sha256 ") {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	b, err := policy.LoadFile(declared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []policy.LimitChange{{Name: "refund_auto", From: 5000, To: 7500}}; !slices.Equal(b.LimitChanges(), want) {
+		t.Errorf("declared %v, want %v", b.LimitChanges(), want)
+	}
+	for _, against := range []string{"p1", "p3"} {
+		out, err = runBundle(t, "test", "--against", against, declared)
+		if err != nil || !strings.Contains(out, "declared change: refund_auto 5000 → 7500") || !strings.Contains(out, "$76.00") {
+			t.Errorf("test --against %s: %v\n%s", against, err, out)
+		}
+	}
+
+	// With p4 active, p3's $50 is a change p3 does not declare.
+	out, err = runBundle(t, "test", "--against", declared, "p3")
+	if exitOf(err) != 1 || !slices.Contains(failingLines(out), "FAIL limit_change_undeclared expected refund_auto 7500 got refund_auto 5000 (undeclared)") {
+		t.Errorf("p3 against p4: exit %d, want 1 with refund_auto undeclared\n%s", exitOf(err), out)
+	}
+
+	undeclared := filepath.Join(dir, "p4-undeclared.tar.gz")
+	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", rego, "--data", data, "-o", undeclared); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runBundle(t, "test", undeclared)
+	if exitOf(err) != 1 || !strings.Contains(out, "limit_change_undeclared") {
+		t.Errorf("undeclared: exit %d, want 1 with limit_change_undeclared\n%s", exitOf(err), out)
+	}
+
+	refused := []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"--data", data}, "--revision and --data"},
+		{[]string{"--revision", "p4", "--rego", rego, "--data", data, "--limit-change", "refund_auto=7500"}, "NAME:FROM:TO"},
+		{[]string{"--revision", "p4", "--rego", rego, "--data", data, "--limit-change", "refund_auto:5000:8000"}, "holds 7500"},
+		{[]string{"--revision", "p4", "--rego", dir, "--data", data}, "no .rego files"},
+		{[]string{rego, "--revision", "p4"}, "without DIR"},
+	}
+	for _, r := range refused {
+		_, err := runBundle(t, append(append([]string{"build"}, r.args...), "-o", filepath.Join(dir, "x.tar.gz"))...)
+		if err == nil || !strings.Contains(err.Error(), r.say) {
+			t.Errorf("build %q: %v, want an error saying %q", r.args, err, r.say)
+		}
+	}
+}
+
 func TestBundleBuildIsDeterministic(t *testing.T) {
 	dir := t.TempDir()
-	src := filepath.Join("..", "..", "bundles", "p1")
-	var archives [][]byte
-	for _, name := range []string{"a.tar.gz", "b.tar.gz"} {
+	files, err := bundles.Open("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "p1")
+	if err := os.CopyFS(src, files); err != nil {
+		t.Fatal(err)
+	}
+	data := writeData(t, 5000)
+	build := map[string][]string{
+		"a.tar.gz": {src}, "b.tar.gz": {src},
+		"c.tar.gz": {"--revision", "p4", "--rego", filepath.Join("..", "..", "rego"), "--data", data},
+		"d.tar.gz": {"--revision", "p4", "--rego", filepath.Join("..", "..", "rego"), "--data", data},
+	}
+	archives := map[string][]byte{}
+	for name, args := range build {
 		out := filepath.Join(dir, name)
-		if _, err := runBundle(t, "build", src, "-o", out); err != nil {
+		if _, err := runBundle(t, append(append([]string{"build"}, args...), "-o", out)...); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(out)
-		if err != nil {
+		if archives[name], err = os.ReadFile(out); err != nil {
 			t.Fatal(err)
 		}
-		archives = append(archives, b)
 	}
-	if !bytes.Equal(archives[0], archives[1]) {
-		t.Fatal("two builds of the same directory differ")
+	if !bytes.Equal(archives["a.tar.gz"], archives["b.tar.gz"]) || !bytes.Equal(archives["c.tar.gz"], archives["d.tar.gz"]) {
+		t.Fatal("two builds of the same files differ")
 	}
-	if out, err := runBundle(t, "test", filepath.Join(dir, "a.tar.gz")); err != nil {
-		t.Fatalf("built archive fails the gate: %v\n%s", err, out)
+	release, err := bundles.Archive("p1")
+	if err != nil || !bytes.Equal(archives["a.tar.gz"], release) {
+		t.Errorf("the files of release p1 do not build into it (%v)", err)
 	}
-	if _, err := runBundle(t, "build", filepath.Join(dir, "missing"), "-o", filepath.Join(dir, "c.tar.gz")); err == nil {
+	for _, name := range []string{"a.tar.gz", "c.tar.gz"} {
+		if out, err := runBundle(t, "test", filepath.Join(dir, name)); err != nil {
+			t.Fatalf("%s fails the gate: %v\n%s", name, err, out)
+		}
+	}
+	if _, err := runBundle(t, "build", filepath.Join(dir, "missing"), "-o", filepath.Join(dir, "e.tar.gz")); err == nil {
 		t.Error("built a missing directory")
+	}
+}
+
+// --signing-key signs in OPA's format, for the key id given.
+func TestBundleBuildSigned(t *testing.T) {
+	dir := t.TempDir()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "p4.tar.gz")
+	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", filepath.Join("..", "..", "rego"), "--data", writeData(t, 5000),
+		"--signing-key", keyFile, "--signing-key-id", "ops-2026", "-o", out); err != nil {
+		t.Fatal(err)
+	}
+	archive, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := policy.NewVerifier(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), "ops-2026")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(archive); err != nil {
+		t.Errorf("signed build: %v", err)
+	}
+	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", filepath.Join("..", "..", "rego"), "--data", writeData(t, 5000),
+		"--signing-key", filepath.Join(dir, "missing.pem"), "-o", out); err == nil {
+		t.Error("built with a missing signing key")
 	}
 }
 

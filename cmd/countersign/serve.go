@@ -30,6 +30,9 @@ type serveFlags struct {
 	issuer        string
 	issuerJWKS    string
 	policyTimeout time.Duration
+	// verificationKey and verificationKeyID require signed bundles.
+	verificationKey   string
+	verificationKeyID string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -53,6 +56,12 @@ and stays not ready (503) until an operator activates a bundle through the
 gate (POST /v1/bundles) or --bundle names one. The systems of record must
 verify actor tokens against this sidecar's /.well-known/jwks.json.
 
+With --bundle-verification-key it activates and restores only bundles
+signed with that key (by countersign bundle build --signing-key or opa
+build --signing-key); an unsigned or wrongly signed upload is answered 422
+bundle_signature_invalid. Without it no signature is required, and a
+signed bundle loads with its signature unchecked.
+
 With --dev it also starts the simulated ledger and order system and the dev
 identity provider on loopback ports, loads the embedded bundle p1 (or
 --bundle PATH) and the Quillfeather fixture, and writes DIR/dev-endpoints.json
@@ -75,6 +84,9 @@ system and its workflows as they were.`,
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
 	cmd.Flags().DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
 	cmd.Flags().StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
+	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
+		"PEM public key every bundle must be signed with, in OPA's format (.signatures.json): the one at start, the one restored and every upload (without --dev)")
+	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
 	return cmd
 }
 
@@ -83,6 +95,9 @@ system and its workflows as they were.`,
 func (f serveFlags) run(cmd *cobra.Command) error {
 	if f.data == "" {
 		return errors.New("--data DIR is required: the sidecar keeps its state there")
+	}
+	if f.dev && f.verificationKey != "" {
+		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -170,6 +185,9 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 // withFlagAdvice adds to a start-up problem a person fixes which flag to
 // change, keeping it one line.
 func withFlagAdvice(err error) error {
+	if errors.Is(err, policy.ErrSignatureInvalid) {
+		return fmt.Errorf("%w: pass --bundle with a bundle signed by the private key of --bundle-verification-key", err)
+	}
 	var se *stack.StartError
 	if !errors.As(err, &se) {
 		return err
@@ -207,10 +225,32 @@ func (f serveFlags) production() (stack.Options, error) {
 	default:
 		problems = append(problems, errors.New("--issuer-jwks must be the issuer's JWKS URL or file"))
 	}
+	verifier, err := f.bundleVerifier()
+	if err != nil {
+		problems = append(problems, err)
+	}
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
-	return stack.Options{DataDir: f.data, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is}}, nil
+	return stack.Options{DataDir: f.data, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
+		BundleVerifier: verifier}, nil
+}
+
+// bundleVerifier reads --bundle-verification-key, or nil when it is not
+// given.
+func (f serveFlags) bundleVerifier() (*policy.Verifier, error) {
+	if f.verificationKey == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(f.verificationKey)
+	if err != nil {
+		return nil, fmt.Errorf("--bundle-verification-key: %w", err)
+	}
+	v, err := policy.NewVerifier(pem, f.verificationKeyID)
+	if err != nil {
+		return nil, fmt.Errorf("--bundle-verification-key %s: %w", f.verificationKey, err)
+	}
+	return v, nil
 }
 
 // isBaseURL reports whether v is an absolute http or https URL with a host.

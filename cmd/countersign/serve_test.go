@@ -1,6 +1,14 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,5 +56,46 @@ func TestPolicyTimeoutFlag(t *testing.T) {
 	}
 	if err := cmd.Flags().Parse([]string{"--policy-timeout", "250ms"}); err != nil || f.Value.String() != "250ms" {
 		t.Errorf("parse 250ms: %v, %s", err, f.Value)
+	}
+}
+
+// --bundle-verification-key gives the production options a verifier; a
+// key that cannot be read or is not a public key is one more problem named
+// at once; --dev, whose releases are unsigned, refuses it.
+func TestBundleVerificationKeyFlag(t *testing.T) {
+	dir := t.TempDir()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(dir, "bundles.pub.pem")
+	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := serveFlags{data: dir, agent: "support-agent", ledgerURL: "http://127.0.0.1:1", ordersURL: "http://127.0.0.1:1",
+		issuer: "idp", issuerJWKS: "https://idp.example/jwks.json", verificationKey: pub, verificationKeyID: "release"}
+	o, err := f.production()
+	if err != nil || o.BundleVerifier == nil {
+		t.Fatalf("with a public key: %+v, %v", o.BundleVerifier, err)
+	}
+	for _, key := range []string{filepath.Join(dir, "missing.pem"), filepath.Join(dir)} {
+		f.verificationKey = key
+		if _, err := f.production(); err == nil || !strings.Contains(err.Error(), "--bundle-verification-key") {
+			t.Errorf("key %s: %v, want a problem naming --bundle-verification-key", key, err)
+		}
+	}
+	cmd := newServeCmd()
+	cmd.SetArgs([]string{"--dev", "--data", dir, "--bundle-verification-key", pub})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--dev loads the embedded releases") {
+		t.Errorf("--dev with a verification key: %v", err)
+	}
+	if d := newServeCmd().Flags().Lookup("bundle-verification-key-id"); d == nil || d.DefValue != policy.DefaultKeyID {
+		t.Errorf("--bundle-verification-key-id default: %+v", d)
 	}
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// stays not ready (503) until an operator activates one through the
 	// gate.
 	FirstBundle func() (*policy.Bundle, error)
+	// BundleVerifier, when set, requires every bundle to carry an OPA
+	// signature (.signatures.json) that it verifies: Bundle, FirstBundle,
+	// the bundle the store restores and every upload. Nil requires none.
+	BundleVerifier *policy.Verifier
 	// ActivatedBy is who the bundle history records for Bundle or
 	// FirstBundle. Default DefaultActivatedBy.
 	ActivatedBy string

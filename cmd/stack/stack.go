@@ -120,6 +120,7 @@ func (st *Stack) newPolicy(o Options) {
 	st.Audit = audit.New(audit.Options{Clock: o.Clock, Entropy: o.Entropy})
 	st.Policy = policy.New(policy.Options{
 		History: release.History{DB: st.Store, Log: st.Audit}, Clock: o.Clock, Timeout: o.PolicyTimeout,
+		Verifier:             o.BundleVerifier,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins,
 	})
 	st.Releases = release.New(st.Store, st.Policy)

@@ -1,9 +1,15 @@
 package stack_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"os"
@@ -11,10 +17,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
+	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/fixture"
+	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/sidecar/authn"
 )
 
@@ -153,4 +164,131 @@ func TestFreshSidecarIsAliveNotReady(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// A sidecar given a bundle verification key answers an unsigned upload
+// 422 bundle_signature_invalid and keeps its active bundle; a signed one
+// activates, and a restart restores it. An unsigned bundle at start stops
+// the start.
+func TestBundleVerificationKey(t *testing.T) {
+	dir := t.TempDir()
+	issuer, err := idp.Open(idp.Options{Dir: filepath.Join(dir, "idp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwks, issuer.JWKSJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := issuer.Tokens(fixture.People(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, verifier := signingPair(t)
+	sign := func(name string) []byte {
+		files, err := bundles.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archive, err := signer.Sign(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return archive
+	}
+	signedP1, err := policy.LoadArchive(sign("p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := production(t)
+	o.Issuers = []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwks}}
+	o.BundleVerifier, o.Bundle = verifier, signedP1
+	st, err := stack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+
+	upload := func(archive []byte) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, st.URL+"/v1/bundles", bytes.NewReader(archive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokens["ops-ida"])
+		req.Header.Set("Content-Type", "application/gzip")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		return res.StatusCode, body.Error.Code
+	}
+	unsigned, err := bundles.Archive("p3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, code := upload(unsigned); status != http.StatusUnprocessableEntity || code != "bundle_signature_invalid" {
+		t.Errorf("unsigned p3: %d %s, want 422 bundle_signature_invalid", status, code)
+	}
+	if rev := st.Policy.Revision(); rev != "p1" {
+		t.Errorf("after the refused upload %s is active, want p1", rev)
+	}
+	if status, code := upload(sign("p3")); status != http.StatusCreated {
+		t.Errorf("signed p3: %d %s, want 201", status, code)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	o.Bundle = nil
+	again, err := stack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("restart restoring the signed p3: %v", err)
+	}
+	if rev := again.Policy.Revision(); rev != "p3" {
+		t.Errorf("restored %s, want p3", rev)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.Bundle, err = policy.LoadArchive(unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := stack.Start(context.Background(), o); !errors.Is(err, policy.ErrSignatureInvalid) {
+		if st != nil {
+			st.Close()
+		}
+		t.Errorf("start with an unsigned bundle: %v, want ErrSignatureInvalid", err)
+	}
+}
+
+// signingPair is a signer and the verifier of its key.
+func signingPair(t *testing.T) (*policy.Signer, *policy.Verifier) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := policy.NewSigner(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := policy.NewVerifier(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, verifier
 }

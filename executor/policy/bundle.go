@@ -13,10 +13,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -57,6 +61,7 @@ type Bundle struct {
 	digest   string
 	archive  []byte
 	limits   Limits
+	changes  []LimitChange
 	// forbidden is set when the production modules call a built-in outside
 	// Capabilities; the queries are then compiled without the allowlist,
 	// and only an engine without it (a test knob) activates the bundle.
@@ -78,6 +83,9 @@ func (b *Bundle) Archive() []byte { return b.archive }
 
 // Limits are the bundle's limits.
 func (b *Bundle) Limits() Limits { return b.limits }
+
+// LimitChanges are the limit changes its .manifest declares.
+func (b *Bundle) LimitChanges() []LimitChange { return slices.Clone(b.changes) }
 
 // Forbidden is the bundle's call of a built-in outside Capabilities, or nil.
 // An engine refuses such a bundle on every path; loading it succeeds only so
@@ -149,12 +157,17 @@ func LoadArchive(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	changes, err := decodeLimitChanges(raw.Manifest.Metadata, limits)
+	if err != nil {
+		return nil, err
+	}
 	sum := sha256.Sum256(data)
 	b := &Bundle{
 		revision: raw.Manifest.Revision,
 		digest:   hex.EncodeToString(sum[:]),
 		archive:  bytes.Clone(data),
 		limits:   limits,
+		changes:  changes,
 	}
 	if err := b.prepare(raw); err != nil {
 		return nil, err
@@ -164,9 +177,12 @@ func LoadArchive(data []byte) (*Bundle, error) {
 
 // readBundle parses the archive with OPA. The gate reads it again for a
 // private copy: OPA's tester activates the bundle into a store and must not
-// share anything with the prepared queries.
+// share anything with the prepared queries. A signature is not checked
+// here (OPA would refuse any signed bundle without a key): that is
+// Verifier's job, on the engine's paths that require one.
 func readBundle(data []byte) (bundle.Bundle, error) {
 	raw, err := bundle.NewReader(bytes.NewReader(data)).
+		WithSkipBundleVerification(true).
 		WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxUnpackedBytes).
 		Read()
@@ -401,6 +417,58 @@ func Build(fsys fs.FS) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Source returns the bundle directory of a new revision built from the
+// policy source: the .rego files of rego (tests included: the gate runs
+// them), data as data.json, and a .manifest with the revision, roots
+// ["countersign"], rego_version 1 and, when there are changes,
+// metadata.limit_changes. Build packs it; LoadFS checks it.
+func Source(rego fs.FS, data []byte, revision string, changes []LimitChange) (fs.FS, error) {
+	fsys, err := copyFS(rego)
+	if err != nil {
+		return nil, fmt.Errorf("policy: bundle source: %w", err)
+	}
+	maps.DeleteFunc(fsys, func(p string, _ *fstest.MapFile) bool { return path.Ext(p) != ".rego" })
+	if len(fsys) == 0 {
+		return nil, fmt.Errorf("policy: bundle source: %w: no .rego files", ErrInvalidBundle)
+	}
+	type metadata struct {
+		LimitChanges []LimitChange `json:"limit_changes"`
+	}
+	manifest := struct {
+		Revision    string    `json:"revision"`
+		Roots       []string  `json:"roots"`
+		RegoVersion int       `json:"rego_version"`
+		Metadata    *metadata `json:"metadata,omitempty"`
+	}{Revision: revision, Roots: []string{"countersign"}, RegoVersion: 1}
+	if len(changes) > 0 {
+		manifest.Metadata = &metadata{LimitChanges: changes}
+	}
+	m, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	fsys[".manifest"] = &fstest.MapFile{Data: append(m, '\n')}
+	fsys["data.json"] = &fstest.MapFile{Data: data}
+	return fsys, nil
+}
+
+// copyFS reads the regular files of fsys into memory.
+func copyFS(fsys fs.FS) (fstest.MapFS, error) {
+	out := fstest.MapFS{}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%w: %s is not a regular file", ErrInvalidBundle, p)
+		}
+		body, err := fs.ReadFile(fsys, p)
+		out[p] = &fstest.MapFile{Data: body, Mode: 0o644}
+		return err
+	})
+	return out, err
 }
 
 // decodeLimits reads data.countersign.limits and reports every problem at

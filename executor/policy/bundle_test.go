@@ -16,10 +16,17 @@ import (
 	"github.com/countersign/countersign/executor/policy"
 )
 
-// Every way of loading p1 gives the same bundle and the same digest, and
-// building twice gives the same bytes.
+// Every way of loading p1 gives the same bundle and the same digest, that
+// of the release, and building twice gives the same bytes.
 func TestLoadSourcesAgree(t *testing.T) {
-	dir := filepath.Join("..", "..", "bundles", "p1")
+	files, err := bundles.Open("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "p1")
+	if err := os.CopyFS(dir, files); err != nil {
+		t.Fatal(err)
+	}
 	fromDir, err := policy.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +56,16 @@ func TestLoadSourcesAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromEmbed := embedded(t, "p1")
+	release, err := bundles.Archive("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromRelease, err := policy.LoadArchive(release)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	for name, b := range map[string]*policy.Bundle{"file": fromFile, "path": fromPath, "bytes": fromBytes, "embed": fromEmbed} {
+	for name, b := range map[string]*policy.Bundle{"file": fromFile, "path": fromPath, "bytes": fromBytes, "embed": fromEmbed, "release": fromRelease} {
 		if b.Digest() != fromDir.Digest() || b.Revision() != "p1" || b.Limits() != fromDir.Limits() {
 			t.Errorf("%s: %s %s, want %s p1", name, b.Revision(), b.Digest(), fromDir.Digest())
 		}

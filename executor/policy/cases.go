@@ -1,46 +1,45 @@
 package policy
 
 import (
+	"strconv"
 	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// The pinned boundary-case suite of the gate. It lives here, in Go, and not
-// in bundles: a bundle author can change a bundle's rules, data and tests,
-// but not the cases a bundle must answer to be activated.
+// The gate's case suite. It is written here, in Go, and not in bundles: a
+// bundle author can change a bundle's rules, data and tests, but not the
+// cases a bundle must answer to be activated. The amounts are not pinned:
+// they are derived from limits, so a declared change of a limit moves its
+// cases with it.
 //
-// The numbers are the company's rules in cents (the limits of bundle p1's
-// data.json), not a bundle's data. Every limit is probed where a units mistake shows: the auto limit
-// and the maximum each on both sides. The refund cases use an order paid
-// $1,000.00 so that R4 never hides a refund limit.
+// Boundary cases run at the limits in force (see Check): each limit just
+// below (the auto limit only), at and just above, where a units mistake
+// shows. "Just" is $1 for the refund limits, one cent for the reshipment
+// threshold and the caps, one second for the approval life.
 //
-// The cumulative basis of R7 (prior $30 + $30) is pinned only through R4
-// here: a pinned R7 split case would also fail bundle p2, whose rejection
-// must list exactly three cases ($51.00 and $500.00 allowed where approval
-// is required, $501.00 allowed where it is denied). The Rego tests cover it.
+// Invariant cases hold for any limits: missing or mistyped input denies,
+// the rules answer in their R0-R11 order, prior refunds count toward what
+// was paid and toward the auto limit. Two of them are about the bundle's
+// own numbers and run at the candidate's own limits, so that a bundle
+// consistent with its own data passes them whatever it declares: a split
+// refund crossing its auto limit needs approval, and a refund above its
+// maximum (the rep's ceiling here) is denied. The shipped Rego bounds a
+// refund by the bundle's maximum (R3), not by the ceiling in the rep's
+// token, which the ledger enforces; so the ceiling case sets the ceiling
+// at that maximum. There is deliberately no case "$1 below the maximum":
+// bundle p2's rejection must list exactly the seed's three cases, and that
+// one would be a fourth.
 
 type callCase struct {
 	name   string
-	user   *User
-	tool   tool.Name
-	order  Order
-	totals Totals
-	amount money.Cents
+	amount money.Cents // shown in the report; zero where none applies
+	input  ast.Value
 	want   Decision
 	rule   string
-}
-
-func (c callCase) input() Input {
-	o := c.order
-	return Input{
-		User:   c.user,
-		Tool:   c.tool,
-		Args:   tool.Args{Order: o.ID, Amount: c.amount},
-		Order:  &o,
-		Totals: c.totals,
-	}
 }
 
 type approverCase struct {
@@ -49,71 +48,139 @@ type approverCase struct {
 	want Refusal
 }
 
-var (
-	pinnedRep = &User{ID: "rep-ana", Role: "rep", Region: "EU",
-		Scopes: []string{"lookup", "refund", "reship"}, RefundCeiling: 50000}
-	pinnedReadOnly = &User{ID: "rep-cy", Role: "rep", Region: "EU", Scopes: []string{"lookup"}}
-
-	paidEnough  = Order{ID: "O-9001", Region: "EU", Customer: "customer-9", Paid: 100000, Status: "shipped"}
-	paid40      = Order{ID: "O-9002", Region: "EU", Customer: "customer-9", Paid: 4000, Status: "shipped"}
-	paid300     = Order{ID: "O-9003", Region: "EU", Customer: "customer-9", Paid: 30000, Status: "shipped"}
-	paid30001   = Order{ID: "O-9004", Region: "EU", Customer: "customer-9", Paid: 30001, Status: "shipped"}
-	notShipped  = Order{ID: "O-9005", Region: "EU", Customer: "customer-9", Paid: 6000, Status: "paid"}
-	otherRegion = Order{ID: "O-9006", Region: "US", Customer: "customer-9", Paid: 8000, Status: "shipped"}
-)
-
 const (
-	allowRule = "default-allow-after-checks"
-	r7        = "R7-refund-needs-approval"
+	dollar    money.Cents = 100
+	allowRule             = "default-allow-after-checks"
+	r2                    = "R2-order-outside-region"
+	r3                    = "R3-refund-over-ceiling"
+	r4                    = "R4-exceeds-amount-paid"
+	r7                    = "R7-refund-needs-approval"
 )
 
-var callCases = []callCase{
-	{name: "refund $30.00 under the auto limit", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 3000, want: Allow, rule: allowRule},
-	{name: "refund at the auto limit", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 5000, want: Allow, rule: allowRule},
-	{name: "refund above the auto limit", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 5100, want: RequireApproval, rule: r7},
-	{name: "refund at the maximum", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 50000, want: RequireApproval, rule: r7},
-	{name: "refund above the maximum", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 50100, want: Deny, rule: "R3-refund-over-ceiling"},
-	{name: "refund of nothing", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, amount: 0, want: Deny, rule: "R3-refund-over-ceiling"},
-	{name: "unknown user", user: nil, tool: tool.IssueRefund, order: paidEnough, amount: 3000, want: Deny, rule: "R0-unknown-user"},
-	{name: "unknown tool", user: pinnedRep, tool: "delete_order", order: paidEnough, amount: 3000, want: Deny, rule: "default-deny"},
-	{name: "refund scope not delegated", user: pinnedReadOnly, tool: tool.IssueRefund, order: paidEnough, amount: 3000, want: Deny, rule: "R1-scope-not-delegated"},
-	{name: "order outside the rep's region", user: pinnedRep, tool: tool.IssueRefund, order: otherRegion, amount: 2000, want: Deny, rule: "R2-order-outside-region"},
-	{name: "refund of exactly what was paid", user: pinnedRep, tool: tool.IssueRefund, order: paid40, amount: 4000, want: Allow, rule: allowRule},
-	{name: "refund over what was paid", user: pinnedRep, tool: tool.IssueRefund, order: paid40, amount: 4001, want: Deny, rule: "R4-exceeds-amount-paid"},
-	{name: "prior refunds count toward what was paid", user: pinnedRep, tool: tool.IssueRefund, order: paid40, totals: Totals{OrderRefunded: 3000}, amount: 1001, want: Deny, rule: "R4-exceeds-amount-paid"},
-	{name: "rep day lands on the cap", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, totals: Totals{RepDay: 95000}, amount: 5000, want: Allow, rule: allowRule},
-	{name: "rep day over the cap", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, totals: Totals{RepDay: 95001}, amount: 5000, want: Deny, rule: "R5-rep-daily-cap"},
-	{name: "agent hour lands on the cap", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, totals: Totals{AgentHour: 295000}, amount: 5000, want: Allow, rule: allowRule},
-	{name: "agent hour over the cap", user: pinnedRep, tool: tool.IssueRefund, order: paidEnough, totals: Totals{AgentHour: 295001}, amount: 5000, want: Deny, rule: "R6-agent-hourly-cap"},
-	{name: "reship an order not shipped", user: pinnedRep, tool: tool.ReshipOrder, order: notShipped, want: Deny, rule: "R8-order-not-shipped"},
-	{name: "reship an order paid $300.00", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, want: Allow, rule: allowRule},
-	{name: "reship an order paid over $300.00", user: pinnedRep, tool: tool.ReshipOrder, order: paid30001, want: RequireApproval, rule: "R9-reship-needs-approval"},
-	{name: "reship an order reshipped once before", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, totals: Totals{OrderReships: 1}, want: RequireApproval, rule: "R10-order-already-reshipped"},
-	{name: "reship an order reshipped twice before", user: pinnedRep, tool: tool.ReshipOrder, order: paid300, totals: Totals{OrderReships: 2}, want: Deny, rule: "R11-reship-limit"},
-	{name: "look up an order in region", user: pinnedRep, tool: tool.LookupOrder, order: paidEnough, want: Allow, rule: allowRule},
+// caseRep is rep-ana's delegation, with a ceiling of the given maximum.
+func caseRep(ceiling money.Cents) *User {
+	return &User{ID: "rep-ana", Role: "rep", Region: "EU", Scopes: []string{"lookup", "refund", "reship"}, RefundCeiling: ceiling}
 }
 
-// The approval-authority cases: a $400.00 refund requested by rep-ben (US),
+// caseOrder is a shipped order in the rep's region.
+func caseOrder(id string, paid money.Cents) Order {
+	return Order{ID: id, Region: "EU", Customer: "customer-9", Paid: paid, Status: "shipped"}
+}
+
+func call(name string, in Input, want Decision, rule string) callCase {
+	return callCase{name: name, amount: in.Args.Amount, input: callInput(in), want: want, rule: rule}
+}
+
+func refund(user *User, o Order, t Totals, amount money.Cents) Input {
+	return Input{User: user, Tool: tool.IssueRefund, Args: tool.Args{Order: o.ID, Amount: amount}, Order: &o, Totals: t}
+}
+
+func reship(user *User, o Order, reships int) Input {
+	return Input{User: user, Tool: tool.ReshipOrder, Args: tool.Args{Order: o.ID}, Order: &o, Totals: Totals{OrderReships: reships}}
+}
+
+// edited is in as the policy sees it with one member replaced by v, or
+// removed when v is nil: input that a typed Input cannot express.
+func edited(in Input, key string, v *ast.Term) ast.Value {
+	out := ast.NewObject()
+	callInput(in).(ast.Object).Foreach(func(k, old *ast.Term) {
+		switch {
+		case !k.Equal(ast.StringTerm(key)):
+			out.Insert(k, old)
+		case v != nil:
+			out.Insert(k, v)
+		}
+	})
+	return out
+}
+
+// callCases derives the call cases from the limits in force l and the
+// candidate's own limits own.
+func callCases(l, own Limits) []callCase {
+	rep := caseRep(l.RefundMax)
+	readOnly := &User{ID: "rep-cy", Role: "rep", Region: "EU", Scopes: []string{"lookup"}}
+	// Paid over the maximum, so that R4 never hides a refund limit.
+	big := caseOrder("O-9001", l.RefundMax+10*dollar)
+	// Paid exactly the auto limit, so that R4 answers before R7 could.
+	paidAuto := caseOrder("O-9002", l.RefundAuto)
+	atReship := caseOrder("O-9003", l.ReshipApprovalValue)
+	overReship := caseOrder("O-9004", l.ReshipApprovalValue+1)
+	notShipped := caseOrder("O-9005", l.ReshipApprovalValue)
+	notShipped.Status = "paid"
+	otherRegion := caseOrder("O-9006", big.Paid)
+	otherRegion.Region = "US"
+	// The caps are probed with a refund the auto limit allows.
+	day, hour := min(l.RefundAuto, l.RepDaily), min(l.RefundAuto, l.AgentHourly)
+	none := Totals{}
+	small := l.RefundAuto - dollar
+
+	return []callCase{
+		// The boundaries of the limits in force.
+		call("refund under the auto limit", refund(rep, big, none, small), Allow, allowRule),
+		call("refund at the auto limit", refund(rep, big, none, l.RefundAuto), Allow, allowRule),
+		call("refund above the auto limit", refund(rep, big, none, l.RefundAuto+dollar), RequireApproval, r7),
+		call("refund at the maximum", refund(rep, big, none, l.RefundMax), RequireApproval, r7),
+		call("refund above the maximum", refund(rep, big, none, l.RefundMax+dollar), Deny, r3),
+		call("rep day lands on the cap", refund(rep, big, Totals{RepDay: l.RepDaily - day}, day), Allow, allowRule),
+		call("rep day over the cap", refund(rep, big, Totals{RepDay: l.RepDaily - day + 1}, day), Deny, "R5-rep-daily-cap"),
+		call("agent hour lands on the cap", refund(rep, big, Totals{AgentHour: l.AgentHourly - hour}, hour), Allow, allowRule),
+		call("agent hour over the cap", refund(rep, big, Totals{AgentHour: l.AgentHourly - hour + 1}, hour), Deny, "R6-agent-hourly-cap"),
+		call("reship an order paid the approval value", reship(rep, atReship, 0), Allow, allowRule),
+		call("reship an order paid a cent over the approval value", reship(rep, overReship, 0), RequireApproval, "R9-reship-needs-approval"),
+
+		// Missing or mistyped input denies.
+		call("refund of nothing", refund(rep, big, none, 0), Deny, r3),
+		{name: "refund without an amount", input: edited(refund(rep, big, none, small), "args",
+			ast.ObjectTerm(field("order", str(big.ID)))), want: Deny, rule: r3},
+		{name: "refund with the amount as a string", input: edited(refund(rep, big, none, small), "args",
+			ast.ObjectTerm(field("order", str(big.ID)), field("amount", str(strconv.FormatInt(int64(small), 10))))), amount: small, want: Deny, rule: r3},
+		{name: "refund without an order record", amount: small, input: edited(refund(rep, big, none, small), "order", nil), want: Deny, rule: r2},
+		call("unknown user", refund(nil, big, none, small), Deny, "R0-unknown-user"),
+		call("unknown tool", Input{User: rep, Tool: "delete_order", Args: tool.Args{Order: big.ID}, Order: &big}, Deny, "default-deny"),
+		call("refund scope not delegated", refund(readOnly, big, none, small), Deny, "R1-scope-not-delegated"),
+		call("order outside the rep's region", refund(rep, otherRegion, none, small), Deny, r2),
+		call("look up an order in region", Input{User: rep, Tool: tool.LookupOrder, Args: tool.Args{Order: big.ID}, Order: &big}, Allow, allowRule),
+
+		// What was paid bounds the refunds of an order, prior ones included.
+		call("refund of exactly what was paid", refund(rep, paidAuto, none, paidAuto.Paid), Allow, allowRule),
+		call("refund over what was paid", refund(rep, paidAuto, none, paidAuto.Paid+1), Deny, r4),
+		call("prior refunds count toward what was paid", refund(rep, paidAuto, Totals{OrderRefunded: paidAuto.Paid / 2}, paidAuto.Paid-paidAuto.Paid/2+1), Deny, r4),
+
+		// The bundle's own numbers.
+		call("a prior refund and this one cross the bundle's own auto limit",
+			refund(caseRep(own.RefundMax), caseOrder("O-9007", own.RefundAuto+dollar), Totals{OrderRefunded: own.RefundAuto}, dollar), RequireApproval, r7),
+		call("refund above the rep's ceiling, the bundle's own maximum",
+			refund(caseRep(own.RefundMax), caseOrder("O-9008", own.RefundMax+1), none, own.RefundMax+1), Deny, r3),
+
+		// Reshipments, and the order of the rules where two apply.
+		call("reship an order not shipped", reship(rep, notShipped, 0), Deny, "R8-order-not-shipped"),
+		call("reship an order reshipped once before, paid over the approval value", reship(rep, overReship, 1), RequireApproval, "R10-order-already-reshipped"),
+		call("reship an order reshipped twice before", reship(rep, atReship, 2), Deny, "R11-reship-limit"),
+		call("reship an order not shipped and reshipped twice", reship(rep, notShipped, 2), Deny, "R8-order-not-shipped"),
+		call("refund without the scope, outside the region", refund(readOnly, otherRegion, none, small), Deny, "R1-scope-not-delegated"),
+		call("refund over what was paid, the rep's day spent", refund(rep, paidAuto, Totals{RepDay: l.RepDaily}, paidAuto.Paid+1), Deny, r4),
+	}
+}
+
+// The approval-authority cases: a refund requested by rep-ben (US),
 // approved by each person in turn; only a US lead whose limit covers it,
-// within the 15 minutes, may approve.
-var (
-	approvalCreated = time.Unix(1_700_000_000, 0).UTC()
-	approvalExpires = approvalCreated.Add(15 * time.Minute)
-	approvalNow     = approvalCreated.Add(time.Minute)
-	requesterBen    = Requester{ID: "rep-ben", Region: "US"}
-	leadEli         = Approver{ID: "lead-eli", Role: "lead", Region: "US", ApproveLimit: 50000}
-)
-
-func approval(a Approver, amount money.Cents, now time.Time) ApproverInput {
-	return ApproverInput{Approver: a, Requester: requesterBen, Tool: tool.IssueRefund, Amount: amount, Expires: approvalExpires, Now: now}
-}
-
-var approverCases = []approverCase{
-	{name: "approve as the requester", in: approval(Approver{ID: "rep-ben", Role: "rep", Region: "US"}, 40000, approvalNow), want: RequesterCannotApprove},
-	{name: "approve as a rep", in: approval(Approver{ID: "rep-cy", Role: "rep", Region: "EU"}, 40000, approvalNow), want: ApproverNotLead},
-	{name: "approve above the lead's limit", in: approval(Approver{ID: "lead-fay", Role: "lead", Region: "US", ApproveLimit: 10000}, 40000, approvalNow), want: AboveApproverLimit},
-	{name: "approve from another region", in: approval(Approver{ID: "lead-dee", Role: "lead", Region: "EU", ApproveLimit: 50000}, 40000, approvalNow), want: ApproverOutsideRegion},
-	{name: "approve after 1000 s", in: approval(leadEli, 40000, approvalCreated.Add(1000*time.Second)), want: ApprovalExpired},
-	{name: "approve at the expiry", in: approval(leadEli, 40000, approvalExpires), want: ApprovalExpired},
-	{name: "approve at the lead's limit in time", in: approval(leadEli, 50000, approvalNow), want: ""},
+// within the approval life in force, may approve.
+func approverCases(l Limits) []approverCase {
+	created := gateTime
+	expires := created.Add(l.ApprovalTTL)
+	ben := Requester{ID: "rep-ben", Region: "US"}
+	eli := Approver{ID: "lead-eli", Role: "lead", Region: "US", ApproveLimit: 50000}
+	approval := func(a Approver, amount money.Cents, now time.Time) ApproverInput {
+		return ApproverInput{Approver: a, Requester: ben, Tool: tool.IssueRefund, Amount: amount, Expires: expires, Now: now}
+	}
+	return []approverCase{
+		{name: "approve as the requester", in: approval(Approver{ID: "rep-ben", Role: "rep", Region: "US"}, 40000, created), want: RequesterCannotApprove},
+		{name: "approve as a rep", in: approval(Approver{ID: "rep-cy", Role: "rep", Region: "EU"}, 40000, created), want: ApproverNotLead},
+		{name: "approve above the lead's limit", in: approval(Approver{ID: "lead-fay", Role: "lead", Region: "US", ApproveLimit: 10000}, 40000, created), want: AboveApproverLimit},
+		{name: "approve from another region", in: approval(Approver{ID: "lead-dee", Role: "lead", Region: "EU", ApproveLimit: 50000}, 40000, created), want: ApproverOutsideRegion},
+		{name: "approve a second before the expiry", in: approval(eli, 40000, expires.Add(-time.Second)), want: ""},
+		{name: "approve at the expiry", in: approval(eli, 40000, expires), want: ApprovalExpired},
+		{name: "approve a second after the expiry", in: approval(eli, 40000, expires.Add(time.Second)), want: ApprovalExpired},
+		{name: "approve at the lead's limit in time", in: approval(eli, 50000, created), want: ""},
+	}
 }

@@ -26,18 +26,44 @@
 // sha256 of its .tar.gz; a directory is first packed by Build, which is
 // deterministic, so the same files always have the same digest.
 // *_test.rego files are left out of the compiled policy and kept for the
-// gate.
+// gate. Source lays out a new revision from the one Rego source (rego/)
+// and a data file; the released revisions live in package bundles.
+//
+// # Limits and their changes
+//
+// A bundle owns its limits (data.countersign.limits). A bundle whose
+// limits differ from the active bundle's declares each change in its
+// .manifest, metadata.limit_changes: [{"name", "from", "to"}], from the
+// active bundle's value to its own (LimitChange). A declaration that
+// cannot be right whatever is active (an unknown limit, to other than the
+// bundle's value, no change, twice) is ErrInvalidBundle at load. With no
+// bundle active, the reference is the embedded release BaselineRevision
+// (BaselineLimits). Report.Loosens names the declared changes that let
+// more through (LimitChange.Loosens says which way each limit loosens).
 //
 // # The gate
 //
-// Check runs a candidate's own Rego tests with OPA's tester, and a pinned
-// table of boundary cases that ships in this package, not in bundles: a
-// bundle author can loosen a limit and write tests that pass, but cannot
-// change the cases. The Report lists every failing case as (case, amount,
-// expected, got). Engine.Activate swaps a bundle in atomically only if it
-// passes, records every attempt in a History, and leaves the active
+// Check runs a candidate's own Rego tests with OPA's tester, compares its
+// limits with the reference, and runs a suite of cases that ships in this
+// package, not in bundles (cases.go): a bundle author can loosen a limit
+// and write tests that pass, but cannot change the cases. The boundary
+// cases are derived from the limits in force: the candidate's when it
+// declares each of its changes, otherwise the reference's, so an
+// undeclared change fails as LimitChangeUndeclared and the cases then show
+// what it breaks. The invariant cases hold for any limits. The Report
+// lists every failure as (case, amount, expected, got). Engine.Activate
+// checks against the active bundle, swaps a bundle in atomically only if
+// it passes, records every attempt in a History, and leaves the active
 // bundle in force otherwise. A break-glass activation skips the gate with
 // a written reason and is recorded as such.
+//
+// # Signatures
+//
+// Bundles may be signed in OPA's format (.signatures.json; see
+// signature.go): Signer signs as `opa build --signing-key` does, and an
+// engine with Options.Verifier activates and restores only bundles whose
+// signature its key verifies. Without a Verifier no signature is required
+// and a signed bundle loads with its signature unchecked.
 //
 // # What a bundle may not do
 //
@@ -56,11 +82,15 @@
 //	ErrInvalidBundle             unsafe path, bad revision (not     no        -
 //	                             ^[A-Za-z0-9._-]{1,64}$, or shaped
 //	                             like a token), Rego that does not
-//	                             compile, bad limits
+//	                             compile, bad limits or limit
+//	                             change declarations
+//	ErrSignatureInvalid          Options.Verifier is set and does   no        refused too
+//	                             not verify the bundle's signature
 //	*ForbiddenBuiltinError       a rule or a test calls a built-in  rejected  refused too
 //	                             outside Capabilities
 //	ErrNoTests                   no Rego test ran                   rejected  skipped
-//	*GateError                   a test or a pinned case failed     rejected  skipped
+//	*GateError                   an undeclared limit change, a      rejected  skipped
+//	                             failed case or Rego test
 //
 // LoadArchive loads a bundle whose rules call a forbidden built-in (marked,
 // see Bundle.Forbidden) so that Activate can record the refusal and name
@@ -71,7 +101,7 @@
 // # Deadlines
 //
 // Every evaluation runs under Options.Timeout (DefaultTimeout, 100 ms):
-// each decision and each approver check; the gate's pinned cases get at
+// each decision and each approver check; the gate's cases get at
 // least a second, so that a busy host does not fail a sound bundle. A
 // bundle that loops is stopped (OPA checks for cancellation in every
 // expression and inside numbers.range) and the call fails closed with

@@ -25,10 +25,16 @@ type Options struct {
 	// recorded with. Nil means the wall clock.
 	Clock clock.Clock
 	// Timeout bounds every evaluation: each decision and each approver
-	// check (and each of the gate's pinned cases, which get at least a
+	// check (and each of the gate's cases, which get at least a
 	// second: see gate.caseTimeout). Past it the evaluation fails with
 	// ErrTimeout. Default: DefaultTimeout.
 	Timeout time.Duration
+
+	// Verifier, when set, requires every bundle activated or restored to
+	// carry a signature it verifies (ErrSignatureInvalid otherwise). Nil
+	// requires none; a signed bundle then loads without its signature
+	// being checked.
+	Verifier *Verifier
 
 	// UnrestrictedBuiltins removes a safety control, for the tests that
 	// prove the control matters: bundles compile with every OPA built-in
@@ -40,10 +46,15 @@ type Options struct {
 // Engine answers policy questions with the active bundle and activates new
 // bundles through the gate. It is safe for concurrent use.
 type Engine struct {
-	active  atomic.Pointer[Bundle]
-	history History
-	clock   clock.Clock
-	gate    gate
+	active   atomic.Pointer[Bundle]
+	history  History
+	clock    clock.Clock
+	gate     gate
+	verifier *Verifier
+	// activating runs one activation at a time, from reading the
+	// reference limits to the swap, so the gate compares a candidate with
+	// the bundle it replaces.
+	activating sync.Mutex
 	// mu orders activations so that the history's order is the swap order.
 	mu sync.Mutex
 }
@@ -51,7 +62,7 @@ type Engine struct {
 // New returns an engine with no active bundle: every decision fails with
 // ErrNoBundle until Activate or Restore installs one.
 func New(opts Options) *Engine {
-	e := &Engine{history: opts.History, clock: opts.Clock, gate: defaultGate()}
+	e := &Engine{history: opts.History, clock: opts.Clock, gate: defaultGate(), verifier: opts.Verifier}
 	if e.history == nil {
 		e.history = NopHistory{}
 	}
@@ -113,13 +124,16 @@ type Activation struct {
 	Reason     string
 }
 
-// Activate makes b the active bundle if it passes the gate (Check), or
+// Activate makes b the active bundle if it passes the gate (Check, against
+// the active bundle's limits, or BaselineLimits when none is active), or
 // without the gate for a break-glass activation. Every attempt is recorded
 // in the history, before the swap. A bundle that fails the gate leaves the
-// active one in force; the error is a *GateError carrying the Report, which
-// is also returned. A bundle that calls a forbidden built-in is refused
-// even with break glass (*ForbiddenBuiltinError), and one without Rego
-// tests is refused by the gate (ErrNoTests); both are recorded as rejected.
+// active one in force; the error is a *GateError carrying the Report,
+// which is also returned. A bundle that calls a forbidden built-in is
+// refused even with break glass (*ForbiddenBuiltinError), and one without
+// Rego tests is refused by the gate (ErrNoTests); both are recorded as
+// rejected. With Options.Verifier, a bundle it does not verify is refused
+// first, break glass or not (ErrSignatureInvalid), and not recorded.
 func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report, error) {
 	if b == nil {
 		return Report{}, fmt.Errorf("%w: no bundle to activate", ErrInvalidBundle)
@@ -127,13 +141,21 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if a.BreakGlass && strings.TrimSpace(a.Reason) == "" {
 		return Report{}, ErrReasonRequired
 	}
+	if err := e.verify(b); err != nil {
+		return Report{}, fmt.Errorf("policy: activate %s: %w", b.revision, err)
+	}
+	e.activating.Lock()
+	defer e.activating.Unlock()
 	report := Report{Revision: b.revision, Digest: b.digest}
 	if err := e.gate.admit(b); err != nil {
 		return report, e.reject(ctx, b, a, err)
 	}
 	if !a.BreakGlass {
-		var err error
-		report, err = e.gate.check(ctx, b)
+		reference, err := e.reference()
+		if err != nil {
+			return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
+		}
+		report, err = e.gate.check(ctx, b, reference)
 		if refused(err) {
 			return report, e.reject(ctx, b, a, err)
 		}
@@ -171,6 +193,23 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	return report, nil
 }
 
+// reference is what a candidate's limits are compared with: the active
+// bundle's, or the baseline release's when none is active.
+func (e *Engine) reference() (Limits, error) {
+	if b := e.active.Load(); b != nil {
+		return b.limits, nil
+	}
+	return BaselineLimits()
+}
+
+// verify checks b's signature when the engine requires one.
+func (e *Engine) verify(b *Bundle) error {
+	if e.verifier == nil {
+		return nil
+	}
+	return e.verifier.Verify(b.archive)
+}
+
 // reject records a refused activation and returns its error. The refusal
 // is the record's one failure, so the history shows why.
 func (e *Engine) reject(ctx context.Context, b *Bundle, a Activation, refusal error) error {
@@ -190,11 +229,15 @@ func (e *Engine) reject(ctx context.Context, b *Bundle, a Activation, refusal er
 // It is for start-up only, to load again the bundle the history already
 // records as active; anything else goes through Activate. A bundle that
 // calls a forbidden built-in is not installed even so (it could only have
-// been activated by an engine without the allowlist): the engine stays
-// without a bundle, which fails every decision closed.
+// been activated by an engine without the allowlist), nor one that
+// Options.Verifier does not verify: the engine stays without a bundle,
+// which fails every decision closed.
 func (e *Engine) Restore(b *Bundle) error {
 	if b == nil {
 		return fmt.Errorf("%w: no bundle to restore", ErrInvalidBundle)
+	}
+	if err := e.verify(b); err != nil {
+		return fmt.Errorf("policy: restore %s: %w", b.revision, err)
 	}
 	if err := e.gate.admit(b); err != nil {
 		return fmt.Errorf("policy: restore %s: %w", b.revision, err)

@@ -242,7 +242,7 @@ func TestActivateRecordsHistory(t *testing.T) {
 	if !errors.Is(err, policy.ErrGateFailed) || !errors.As(err, &gate) {
 		t.Fatalf("activate p2: %v", err)
 	}
-	if len(gate.Report.Failures()) != 3 || len(report.Failures()) != 3 {
+	if len(gate.Report.Failures()) != 5 || len(report.Failures()) != 5 {
 		t.Errorf("gate error carries %d failures, report %d", len(gate.Report.Failures()), len(report.Failures()))
 	}
 	clock.Advance(time.Hour)
@@ -258,7 +258,7 @@ func TestActivateRecordsHistory(t *testing.T) {
 		at       time.Time
 	}{
 		{"p1", policy.StatusSuperseded, 0, clock.Now().Add(-2 * time.Hour)},
-		{"p2", policy.StatusRejected, 3, clock.Now().Add(-time.Hour)},
+		{"p2", policy.StatusRejected, 5, clock.Now().Add(-time.Hour)},
 		{"p3", policy.StatusActive, 0, clock.Now()},
 	}
 	if len(recs) != len(want) {
@@ -280,8 +280,9 @@ func TestActivateRecordsHistory(t *testing.T) {
 	}
 }
 
-// The gate cannot be bypassed by a bundle that loosens a limit and ships
-// tests that agree with the looser limit; the active bundle keeps answering.
+// The gate cannot be bypassed by a bundle that loosens a limit without
+// declaring it and ships tests that agree with the looser limit; the
+// active bundle keeps answering.
 func TestGateCannotBeBypassedByOwnTests(t *testing.T) {
 	const looseTests = `package countersign.loose_test
 
@@ -305,15 +306,16 @@ test_51_is_auto_approved if {
 		  "agent_hourly": 300000, "approval_ttl_seconds": 900, "token_ttl_seconds": 60}}}`,
 		map[string]string{"call/loose_test.rego": looseTests})
 
-	report, err := policy.Check(ctx, loose)
+	report, err := policy.Check(ctx, loose, baseline(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(report.TestFailures) != 0 || report.TestsPassed != 1 {
 		t.Fatalf("the bundle's own test should pass: %d passed, %v", report.TestsPassed, report.TestFailures)
 	}
-	if f := report.Failures(); len(f) != 1 || f[0].Amount != 5100 || f[0].Got != "ALLOW" {
-		t.Fatalf("pinned failures = %+v, want the $51.00 case", f)
+	f := report.Failures()
+	if len(f) != 2 || f[0].Case != policy.LimitChangeUndeclared || f[1].Amount != 5100 || f[1].Got != "ALLOW" {
+		t.Fatalf("failures = %+v, want refund_auto undeclared and the $51.00 case", f)
 	}
 
 	h := &policy.MemHistory{}
@@ -349,7 +351,7 @@ func TestGateRunsTheBundlesOwnTests(t *testing.T) {
 			// The broken test file does not stop the bundle from loading:
 			// test files are not part of the compiled policy.
 			b := customBundle(t, "own", call, p1Limits, map[string]string{"own_test.rego": tt.test})
-			r, err := policy.Check(ctx, b)
+			r, err := policy.Check(ctx, b, baseline(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -357,7 +359,7 @@ func TestGateRunsTheBundlesOwnTests(t *testing.T) {
 				t.Errorf("test failures = %q, want one containing %q", r.TestFailures, tt.want)
 			}
 			if len(r.Failures()) != 0 {
-				t.Errorf("pinned failures %+v", r.Failures())
+				t.Errorf("gate case failures %+v", r.Failures())
 			}
 		})
 	}

@@ -27,9 +27,9 @@ var (
 	// MaxUnpackedBytes or MaxFiles. It is refused before it is parsed.
 	ErrBundleTooLarge = errors.New("policy: bundle too large")
 
-	// ErrGateFailed means a candidate failed its own Rego tests or the
-	// pinned boundary cases and was not activated. The error is a
-	// *GateError that carries the Report.
+	// ErrGateFailed means a candidate changed a limit it does not declare,
+	// or failed the gate's cases or its own Rego tests, and was not
+	// activated. The error is a *GateError that carries the Report.
 	ErrGateFailed = errors.New("policy: bundle failed the gate")
 
 	// ErrForbiddenBuiltin means a bundle calls a built-in function outside
@@ -49,6 +49,13 @@ var (
 	// caller may try again.
 	ErrTimeout = errors.New("policy: evaluation exceeded its deadline")
 
+	// ErrSignatureInvalid means an engine that requires signed bundles
+	// (Options.Verifier) was given one without a .signatures.json, signed
+	// by another key or key id, or whose files differ from those signed.
+	// It is refused on every path, break-glass included, before the gate,
+	// and not recorded: nobody known offered it.
+	ErrSignatureInvalid = errors.New("policy: bundle signature invalid")
+
 	// ErrReasonRequired means a break-glass activation came without a
 	// written reason.
 	ErrReasonRequired = errors.New("policy: break-glass activation needs a reason")
@@ -61,8 +68,8 @@ type GateError struct {
 }
 
 func (e *GateError) Error() string {
-	return fmt.Sprintf("%v: revision %q: %d pinned case(s) and %d Rego test(s) failed",
-		ErrGateFailed, e.Report.Revision, len(e.Report.Failures()), len(e.Report.TestFailures))
+	return fmt.Sprintf("%v: revision %q: %d undeclared limit change(s), %d case(s) and %d Rego test(s) failed",
+		ErrGateFailed, e.Report.Revision, len(e.Report.LimitFailures), len(e.Report.FailedCases()), len(e.Report.TestFailures))
 }
 
 // Unwrap makes errors.Is(err, ErrGateFailed) hold.

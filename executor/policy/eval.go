@@ -43,7 +43,12 @@ func (b *Bundle) eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.
 // decide evaluates the call policy. The input is built as an ast.Value by
 // hand: EvalInput would round-trip a Go value through JSON on every call.
 func (b *Bundle) decide(ctx context.Context, in Input, now time.Time, timeout time.Duration) (Result, error) {
-	rs, err := b.eval(ctx, b.call, callInput(in), now, timeout)
+	return b.decideValue(ctx, callInput(in), now, timeout)
+}
+
+// decideValue evaluates the call policy on input as the policy sees it.
+func (b *Bundle) decideValue(ctx context.Context, input ast.Value, now time.Time, timeout time.Duration) (Result, error) {
+	rs, err := b.eval(ctx, b.call, input, now, timeout)
 	if err != nil {
 		return Result{}, err
 	}

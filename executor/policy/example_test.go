@@ -34,22 +34,35 @@ func ExampleEngine_Decide() {
 	// Output: REQUIRE_APPROVAL R7-refund-needs-approval p1
 }
 
-// The gate rejects p2, whose limits are 100 times too large, and says why.
+// The gate rejects p2, whose limits are 100 times too large and not
+// declared as changes, and says why: the undeclared changes, then the
+// boundary cases, run at the reference limits, that p2 answers wrongly.
 func ExampleCheck() {
 	dir, _ := bundles.Open("p2")
 	p2, err := policy.LoadFS(dir)
 	if err != nil {
 		panic(err)
 	}
-	report, err := policy.Check(context.Background(), p2)
+	reference, err := policy.BaselineLimits() // no bundle is active: p1's
 	if err != nil {
 		panic(err)
 	}
-	for _, f := range report.Failures() {
-		fmt.Println(f.Amount, "expected", f.Expected, "got", f.Got)
+	report, err := policy.Check(context.Background(), p2, reference)
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range report.LimitFailures {
+		fmt.Println(f.Case, "expected", f.Expected, "got", f.Got)
+	}
+	for _, c := range report.Cases {
+		if !c.Pass() {
+			fmt.Println(c.Amount, "expected", c.Expected, "got", c.Got)
+		}
 	}
 	fmt.Println("passed:", report.Passed())
 	// Output:
+	// limit_change_undeclared expected refund_auto 5000 got refund_auto 500000 (undeclared)
+	// limit_change_undeclared expected refund_max 50000 got refund_max 5000000 (undeclared)
 	// $51.00 expected REQUIRE_APPROVAL got ALLOW
 	// $500.00 expected REQUIRE_APPROVAL got ALLOW
 	// $501.00 expected DENY got ALLOW

@@ -36,7 +36,7 @@ type gate struct {
 	unrestricted bool
 }
 
-// caseTimeout is the deadline of one pinned case: the production deadline,
+// caseTimeout is the deadline of one gate case: the production deadline,
 // but never under testTimeout. The gate judges the bundle, not the load of
 // the machine at upload time: at 100 ms a busy host (a CI runner, a start-up
 // beside other work) once failed a case of a sound bundle, which also stops
@@ -84,7 +84,17 @@ func refusalCase(err error) CaseResult {
 type Report struct {
 	Revision string `json:"revision"`
 	Digest   string `json:"digest"`
-	// Cases holds every pinned case in table order, passing or not.
+	// Limits are the limits in force, at which the boundary cases ran:
+	// the candidate's own when it declares every change from the
+	// reference, otherwise the reference's.
+	Limits Limits `json:"limits"`
+	// Changes are the limit changes the candidate declares in its
+	// .manifest (see LimitChange), correct or not.
+	Changes []LimitChange `json:"limit_changes,omitempty"`
+	// LimitFailures holds one LimitChangeUndeclared failure per limit
+	// that differs from the reference without a matching declaration.
+	LimitFailures []CaseResult `json:"limit_failures,omitempty"`
+	// Cases holds every case in table order, passing or not.
 	Cases []CaseResult `json:"cases"`
 	// TestsPassed counts the bundle's own Rego tests that passed;
 	// TestFailures names each one that failed, sorted.
@@ -92,8 +102,13 @@ type Report struct {
 	TestFailures []string `json:"test_failures,omitempty"`
 }
 
-// Failures returns the pinned cases that failed, in table order.
+// Failures returns the limit failures, then the failed cases.
 func (r Report) Failures() []CaseResult {
+	return append(slices.Clone(r.LimitFailures), r.FailedCases()...)
+}
+
+// FailedCases returns the cases that failed, in table order.
+func (r Report) FailedCases() []CaseResult {
 	var out []CaseResult
 	for _, c := range r.Cases {
 		if !c.Pass() {
@@ -108,9 +123,23 @@ func (r Report) Passed() bool {
 	return len(r.Failures()) == 0 && len(r.TestFailures) == 0
 }
 
-// CaseResult is one pinned case run against a candidate. For call cases
-// Expected and Got are decisions and the rules are set; for approver cases
-// they are "allowed" or a refusal code.
+// Loosens returns the declared limit changes that loosen a limit (see
+// LimitChange.Loosens), in the order declared: what a second person
+// should look at before the bundle is activated.
+func (r Report) Loosens() []LimitChange {
+	var out []LimitChange
+	for _, c := range r.Changes {
+		if c.Loosens() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CaseResult is one case run against a candidate. For call cases Expected
+// and Got are decisions and the rules are set; for approver cases they are
+// "allowed" or a refusal code; for a LimitChangeUndeclared failure they
+// are the limit at the reference's value and at the candidate's.
 type CaseResult struct {
 	Case         string      `json:"case"`
 	Amount       money.Cents `json:"amount"`
@@ -128,22 +157,28 @@ func (c CaseResult) Pass() bool {
 	return c.Error == "" && c.Expected == c.Got && c.ExpectedRule == c.GotRule
 }
 
-// Check runs the gate on a candidate: the bundle's own Rego tests, and the
-// pinned boundary cases, which ship in this package and not in bundles so
-// that no bundle can edit them away. The candidate's limits are whatever its
-// data says, so a bundle that loosens a limit fails the pinned cases even if
-// its own tests (which set their limits) still pass.
+// Check runs the gate on a candidate against the reference limits: those
+// of the active bundle, or BaselineLimits when none is active. It runs the
+// bundle's own Rego tests and the case suite of cases.go, which ships in
+// this package and not in bundles so that no bundle can edit it away.
+//
+// Every limit of the candidate that differs from the reference must be
+// declared (see LimitChange); each that is not fails the gate as a
+// LimitChangeUndeclared, and the boundary cases then run at the reference
+// limits, so a bundle that loosens a limit unannounced fails them too,
+// even if its own tests (which set their limits) pass. When every change
+// is declared the cases run at the candidate's limits.
 //
 // A bundle that fails is reported, not returned as an error. The error is
 // a refusal (*ForbiddenBuiltinError, ErrNoTests: the bundle cannot be
 // judged by its tests at all) or a gate that could not run (a cancelled
 // context). Check runs as an engine with default Options does.
-func Check(ctx context.Context, b *Bundle) (Report, error) {
-	return defaultGate().check(ctx, b)
+func Check(ctx context.Context, b *Bundle, reference Limits) (Report, error) {
+	return defaultGate().check(ctx, b, reference)
 }
 
-func (g gate) check(ctx context.Context, b *Bundle) (Report, error) {
-	r := Report{Revision: b.revision, Digest: b.digest}
+func (g gate) check(ctx context.Context, b *Bundle, reference Limits) (Report, error) {
+	r := Report{Revision: b.revision, Digest: b.digest, Changes: b.changes}
 	if err := g.admit(b); err != nil {
 		return r, err
 	}
@@ -152,7 +187,12 @@ func (g gate) check(ctx context.Context, b *Bundle) (Report, error) {
 		return r, err
 	}
 	r.TestsPassed, r.TestFailures = passed, failures
-	r.Cases = g.runPinned(ctx, b)
+	r.LimitFailures = limitFailures(reference, b.limits, b.changes)
+	r.Limits = b.limits
+	if len(r.LimitFailures) > 0 {
+		r.Limits = reference
+	}
+	r.Cases = g.runCases(ctx, b, r.Limits)
 	return r, ctx.Err()
 }
 
@@ -214,21 +254,23 @@ func (g gate) runRegoTests(ctx context.Context, b *Bundle) (int, []string, error
 	return passed, failures, ctx.Err()
 }
 
-// gateTime is the evaluation time of the pinned cases: fixed, so a case
-// answers the same on every run. The approver cases carry their own times.
+// gateTime is the evaluation time of the cases: fixed, so a case answers
+// the same on every run. The approver cases carry their own times.
 var gateTime = time.Unix(1_700_000_000, 0).UTC()
 
-// runPinned answers every pinned case under caseTimeout. A case that times
-// out fails, with Got "timeout".
-func (g gate) runPinned(ctx context.Context, b *Bundle) []CaseResult {
-	out := make([]CaseResult, 0, len(callCases)+len(approverCases))
-	for _, c := range callCases {
+// runCases answers every case, derived from the limits in force and the
+// bundle's own, under caseTimeout. A case that times out fails, with Got
+// "timeout".
+func (g gate) runCases(ctx context.Context, b *Bundle, inForce Limits) []CaseResult {
+	calls, approvals := callCases(inForce, b.limits), approverCases(inForce)
+	out := make([]CaseResult, 0, len(calls)+len(approvals))
+	for _, c := range calls {
 		r := CaseResult{Case: c.name, Amount: c.amount, Expected: string(c.want), ExpectedRule: c.rule}
-		got, err := b.decide(ctx, c.input(), gateTime, g.caseTimeout())
+		got, err := b.decideValue(ctx, c.input, gateTime, g.caseTimeout())
 		r.Got, r.GotRule = string(got.Decision), got.Rule
 		out = append(out, withError(r, err))
 	}
-	for _, c := range approverCases {
+	for _, c := range approvals {
 		r := CaseResult{Case: c.name, Amount: c.in.Amount, Expected: verdict(c.want)}
 		got, err := b.checkApprover(ctx, c.in, gateTime, g.caseTimeout())
 		if err == nil {

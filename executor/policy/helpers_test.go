@@ -93,6 +93,16 @@ func embedded(t testing.TB, name string) *policy.Bundle {
 	return b
 }
 
+// baseline is the reference of a gate with no bundle active: p1's limits.
+func baseline(t testing.TB) policy.Limits {
+	t.Helper()
+	l, err := policy.BaselineLimits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // The limits of p1 as bundle data.
 const (
 	p1LimitsObject = `{"refund_auto": 5000, "refund_max": 50000,

@@ -34,7 +34,7 @@ type HistoryRecord struct {
 	At         time.Time `json:"at"`
 	BreakGlass bool      `json:"break_glass,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
-	// Failures are the pinned cases the bundle failed; TestFailures its own
+	// Failures are the gate's failures (Report.Failures); TestFailures its own
 	// Rego tests that failed. Both are empty for a break-glass activation,
 	// which skips the gate.
 	Failures     []CaseResult `json:"failures,omitempty"`

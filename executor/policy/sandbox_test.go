@@ -196,7 +196,7 @@ func TestCapabilitiesAreTheControl(t *testing.T) {
 
 func TestBundleWithoutTestsRefused(t *testing.T) {
 	b := customBundle(t, "untested", regoSource(t, "call/call.rego"), p1Limits, nil)
-	if _, err := policy.Check(ctx, b); !errors.Is(err, policy.ErrNoTests) {
+	if _, err := policy.Check(ctx, b, baseline(t)); !errors.Is(err, policy.ErrNoTests) {
 		t.Errorf("Check: %v, want ErrNoTests", err)
 	}
 	h := &policy.MemHistory{}
@@ -214,7 +214,7 @@ func TestBundleWithoutTestsRefused(t *testing.T) {
 	// Only-skipped tests are no tests either.
 	todo := customBundle(t, "todo", regoSource(t, "call/call.rego"), p1Limits,
 		map[string]string{"call/todo_test.rego": "package countersign.todo_test\n\ntodo_test_later if false\n"})
-	if _, err := policy.Check(ctx, todo); !errors.Is(err, policy.ErrNoTests) {
+	if _, err := policy.Check(ctx, todo, baseline(t)); !errors.Is(err, policy.ErrNoTests) {
 		t.Errorf("Check of a bundle with only todo tests: %v, want ErrNoTests", err)
 	}
 }
@@ -237,7 +237,7 @@ spins if {
 
 // A decision that runs past the deadline fails closed with ErrTimeout soon
 // after it; other decisions answer as usual. The bundle spins on an amount
-// neither the pinned cases nor its tests use, so it passes the gate: only
+// neither the gate's cases nor its tests use, so it passes the gate: only
 // the deadline stops it.
 func TestDecisionDeadline(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{Timeout: 50 * time.Millisecond})
@@ -262,14 +262,14 @@ func TestDecisionDeadline(t *testing.T) {
 	}
 }
 
-// The gate refuses a candidate whose pinned cases or own tests run out of
+// The gate refuses a candidate whose cases or own tests run out of
 // time, naming the case or the test.
 func TestGateDeadlines(t *testing.T) {
-	// O-9001 is the order of the pinned refund cases; the Rego tests use
-	// O-9000, so only the pinned cases spin.
-	t.Run("pinned case", func(t *testing.T) {
+	// O-9001 is the order of the gate's refund boundary cases; the Rego
+	// tests use O-9000, so only the gate's cases spin.
+	t.Run("gate case", func(t *testing.T) {
 		r, err := policy.Check(ctx, p1Variant(t, "spin-pinned", spin(`input.order.id == "O-9001"
-	input.args.amount == 5100`), nil))
+	input.args.amount == 5100`), nil), baseline(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ test_spins if {
 		"order": {"id": "O-1", "region": "EU", "paid": 100000, "status": "shipped"}}
 }
 `,
-		}))
+		}), baseline(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -189,7 +189,9 @@ func TestSeededFailuresThenResume(t *testing.T) {
 		t.Fatalf("break-glass p2: %v", err)
 	}
 	a.done("rep-ana", "W-p2", "issue_refund", refundArgs("O-1001", 12000))
-	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p1"), policy.Activation{By: "ops-ida"}); err != nil {
+	// Back by break glass too: p1 does not declare the change back from
+	// p2's limits, which the gate would ask of it.
+	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p1"), policy.Activation{By: "ops-ida", BreakGlass: true, Reason: "test"}); err != nil {
 		t.Fatalf("back to p1: %v", err)
 	}
 

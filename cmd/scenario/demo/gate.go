@@ -58,22 +58,28 @@ func LoadBundle(name string) (*policy.Bundle, error) {
 	return policy.LoadFS(fsys)
 }
 
-// RunGate checks p1 and p2 with policy.Check, then offers p2 to a stack
-// in dir running p1.
+// RunGate checks p1 and p2 with policy.Check, as a sidecar with no bundle
+// active would, then offers p2 to a stack in dir running p1. The table
+// lists the boundary cases; p2's undeclared limit changes, which the gate
+// also reports, are what make those cases run at p1's limits.
 func RunGate(ctx context.Context, dir string) (Gate, error) {
 	var out Gate
+	reference, err := policy.BaselineLimits()
+	if err != nil {
+		return out, err
+	}
 	for _, gb := range gateBundles {
 		b, err := LoadBundle(gb.name)
 		if err != nil {
 			return out, err
 		}
-		r, err := policy.Check(ctx, b)
+		r, err := policy.Check(ctx, b, reference)
 		if err != nil {
 			return out, fmt.Errorf("gate on %s: %w", gb.name, err)
 		}
 		run := GateRun{Bundle: gb.name, Label: gb.label, Passed: r.Passed(), Cases: len(r.Cases),
 			TestsPassed: r.TestsPassed, TestFailures: r.TestFailures, Failures: []GateFailure{}}
-		for _, f := range r.Failures() {
+		for _, f := range r.FailedCases() {
 			run.Failures = append(run.Failures, GateFailure{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
 		}
 		out.Runs = append(out.Runs, run)

@@ -152,7 +152,9 @@ func reconcileOnce(ctx context.Context, st *stack) (reconcile.Report, error) {
 }
 
 // withBundle runs do with the embedded bundle name activated by break
-// glass, then puts p1 back through the gate.
+// glass, then puts p1 back by break glass too: the gate compares a
+// candidate's limits with the active bundle's, and the released p1 cannot
+// declare the change back from another bundle's.
 func withBundle(ctx context.Context, st *stack, name string, do func() error) error {
 	b, err := LoadBundle(name)
 	if err != nil {
@@ -167,7 +169,8 @@ func withBundle(ctx context.Context, st *stack, name string, do func() error) er
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
-	if _, err := st.Releases.ActivateBundle(ctx, p1, policy.Activation{By: "ops-ida"}); err != nil {
+	if _, err := st.Releases.ActivateBundle(ctx, p1, policy.Activation{By: "ops-ida", BreakGlass: true,
+		Reason: "demo: back to p1 after " + name}); err != nil {
 		return errors.Join(runErr, fmt.Errorf("restore p1: %w", err))
 	}
 	return runErr

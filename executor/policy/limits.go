@@ -1,0 +1,173 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/strictjson"
+)
+
+// BaselineRevision is the release whose limits a candidate is compared
+// with when no bundle is active (the first start of a sidecar, `bundle
+// test`): the company's limits as first released.
+const BaselineRevision = "p1"
+
+// LimitChangeUndeclared is the Case of a gate failure for a limit whose
+// value differs from the reference's without a declaration that matches.
+const LimitChangeUndeclared = "limit_change_undeclared"
+
+// LimitChange is a change of one limit that a bundle declares in its
+// .manifest, metadata.limit_changes: [{"name", "from", "to"}]. Name is a
+// key of data.countersign.limits; From and To are in its units (cents, or
+// seconds for the *_seconds limits). From is the active bundle's value,
+// To the bundle's own.
+type LimitChange struct {
+	Name string `json:"name"`
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
+}
+
+// Loosens reports whether the change lets more through: a higher auto
+// limit, maximum, reshipment threshold or cap, a longer approval or actor
+// token life, or a shorter rolling window for the rep's cap (the same cap
+// over less time lets more refunds through in a day).
+func (c LimitChange) Loosens() bool {
+	for _, l := range limitTable {
+		if l.name == c.Name && c.From != c.To {
+			return l.shorterLoosens == (c.To < c.From)
+		}
+	}
+	return false
+}
+
+func (c LimitChange) String() string { return fmt.Sprintf("%s %d → %d", c.Name, c.From, c.To) }
+
+// limit is one member of data.countersign.limits.
+type limit struct {
+	name  string
+	value func(Limits) int64
+	// shorterLoosens is set for the one limit that a lower value loosens.
+	shorterLoosens bool
+}
+
+// limitTable lists the limits in data.json's order.
+var limitTable = [...]limit{
+	{name: "refund_auto", value: func(l Limits) int64 { return int64(l.RefundAuto) }},
+	{name: "refund_max", value: func(l Limits) int64 { return int64(l.RefundMax) }},
+	{name: "reship_approval_value", value: func(l Limits) int64 { return int64(l.ReshipApprovalValue) }},
+	{name: "rep_daily", value: func(l Limits) int64 { return int64(l.RepDaily) }},
+	{name: "rep_window_seconds", value: func(l Limits) int64 { return int64(l.RepWindow / time.Second) }, shorterLoosens: true},
+	{name: "agent_hourly", value: func(l Limits) int64 { return int64(l.AgentHourly) }},
+	{name: "approval_ttl_seconds", value: func(l Limits) int64 { return int64(l.ApprovalTTL / time.Second) }},
+	{name: "token_ttl_seconds", value: func(l Limits) int64 { return int64(l.TokenTTL / time.Second) }},
+}
+
+// MarshalJSON writes the limits as data.countersign.limits holds them.
+func (l Limits) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range limitTable {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:%d", m.name, m.value(l))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// BaselineLimits are the limits of the embedded release BaselineRevision.
+func BaselineLimits() (Limits, error) {
+	archive, err := bundles.Archive(BaselineRevision)
+	if err != nil {
+		return Limits{}, fmt.Errorf("policy: baseline limits: %w", err)
+	}
+	raw, err := readBundle(archive)
+	if err != nil {
+		return Limits{}, fmt.Errorf("policy: baseline limits: %w", err)
+	}
+	return decodeLimits(raw.Data)
+}
+
+// decodeLimitChanges reads metadata.limit_changes of a bundle's .manifest
+// and checks each declaration against the bundle's own limits: a known
+// limit, declared once, a change (from differs from to), whose to is the
+// bundle's value. Every problem is reported at once.
+func decodeLimitChanges(metadata map[string]any, own Limits) ([]LimitChange, error) {
+	v, ok := metadata["limit_changes"]
+	if !ok {
+		return nil, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: .manifest metadata.limit_changes: %v", ErrInvalidBundle, err)
+	}
+	var changes []LimitChange
+	if err := strictjson.Decode(raw, &changes); err != nil {
+		return nil, fmt.Errorf(`%w: .manifest metadata.limit_changes must be a list of {"name", "from", "to"} with whole numbers: %v`, ErrInvalidBundle, err)
+	}
+	values := map[string]int64{}
+	for _, l := range limitTable {
+		values[l.name] = l.value(own)
+	}
+	seen := map[string]bool{}
+	var problems []string
+	for _, c := range changes {
+		value, known := values[c.Name]
+		switch {
+		case !known:
+			problems = append(problems, fmt.Sprintf("%q is not a limit (data.countersign.limits has %s)", c.Name, strings.Join(limitNames(), ", ")))
+		case seen[c.Name]:
+			problems = append(problems, c.Name+" is declared twice")
+		case c.From == c.To:
+			problems = append(problems, fmt.Sprintf("%s declares no change (from and to are both %d); remove it", c.Name, c.To))
+		case c.To != value:
+			problems = append(problems, fmt.Sprintf("%s declares to %d, but the bundle's data holds %d", c.Name, c.To, value))
+		}
+		seen[c.Name] = true
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: .manifest metadata.limit_changes: %s", ErrInvalidBundle, strings.Join(problems, "; "))
+	}
+	return changes, nil
+}
+
+func limitNames() []string {
+	out := make([]string, len(limitTable))
+	for i, l := range limitTable {
+		out[i] = l.name
+	}
+	return out
+}
+
+// limitFailures compares a candidate's limits with the reference's. Every
+// limit that differs must be declared with from the reference's value (to
+// is checked at load); a declaration of a limit that does not differ is
+// wrong too. Each such limit is one failure, in table order: Expected is
+// the limit at the reference's value, Got at the candidate's, with what
+// the candidate declared.
+func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
+	byName := map[string]LimitChange{}
+	for _, c := range declared {
+		byName[c.Name] = c
+	}
+	var out []CaseResult
+	for _, l := range limitTable {
+		from, to := l.value(reference), l.value(own)
+		c, ok := byName[l.name]
+		if ok && c.From == from || !ok && from == to {
+			continue
+		}
+		got := l.name + " " + strconv.FormatInt(to, 10) + " (undeclared)"
+		if ok {
+			got = fmt.Sprintf("%s %d (declared from %d)", l.name, to, c.From)
+		}
+		out = append(out, CaseResult{Case: LimitChangeUndeclared, Expected: l.name + " " + strconv.FormatInt(from, 10), Got: got})
+	}
+	return out
+}
