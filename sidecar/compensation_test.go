@@ -15,7 +15,8 @@ import (
 func TestCompensationOverHTTP(t *testing.T) {
 	e := start(t, devstack.Options{})
 	ops := http.Header{"Authorization": {"Bearer " + e.st.Tokens["ops-ida"]}, "Content-Type": {"application/gzip"}}
-	e.send(t, http.MethodPost, "/v1/bundles?break_glass=true&reason=incident", ops, bytes.NewReader(buildBundle(t, "p2"))).want(t, http.StatusCreated, "")
+	e.send(t, http.MethodPost, "/v1/bundles?break_glass=true&reason=incident", ops, bytes.NewReader(buildBundle(t, "p2"))).want(t, http.StatusAccepted, "")
+	e.call(t, http.MethodPost, "/v1/bundles/"+digestOf(t, "p2")+"/approve", "ops-jon", nil).want(t, http.StatusCreated, "")
 	e.open(t, "rep-ana", "W1")
 	for _, amount := range []int64{12000, 9000} {
 		r, s := e.propose(t, "rep-ana", "W1", "issue_refund", refund("O-1002", amount))

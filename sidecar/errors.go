@@ -12,6 +12,8 @@ import (
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/release"
+	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
@@ -105,6 +107,12 @@ func classify(err error) *apiError {
 		return newError(http.StatusUnprocessableEntity, "bundle_forbidden_builtin",
 			"the bundle calls %s in %s:%d, which policies may not use (network, clock, randomness); the active bundle is unchanged",
 			fe.Builtin, fe.File, fe.Row)
+	case errors.Is(err, policy.ErrSameOperator):
+		return newError(http.StatusForbidden, "same_operator", "%v", err)
+	case errors.Is(err, release.ErrNotAwaiting):
+		return newError(http.StatusConflict, "not_pending", "%v", err)
+	case errors.Is(err, store.ErrNotFound):
+		return newError(http.StatusNotFound, "not_found", "%v", err)
 	case errors.Is(err, policy.ErrSignatureInvalid):
 		return newError(http.StatusUnprocessableEntity, "bundle_signature_invalid",
 			"%v; this sidecar requires bundles signed with its verification key (sign with countersign bundle build --signing-key "+

@@ -2,6 +2,8 @@ package sidecar_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"slices"
 	"strconv"
@@ -117,6 +119,13 @@ type bundleRecord struct {
 	} `json:"failures"`
 }
 
+// digestOf is the digest of an embedded bundle's .tar.gz.
+func digestOf(t *testing.T, name string) string {
+	t.Helper()
+	sum := sha256.Sum256(buildBundle(t, name))
+	return hex.EncodeToString(sum[:])
+}
+
 // buildBundle makes the .tar.gz of an embedded bundle.
 func buildBundle(t *testing.T, name string) []byte {
 	t.Helper()
@@ -202,7 +211,14 @@ func TestBundleGate(t *testing.T) {
 	}
 
 	upload("p2", "?break_glass=true").want(t, http.StatusUnprocessableEntity, "reason_required")
-	upload("p2", "?break_glass=true&reason=drill").want(t, http.StatusCreated, "")
+	upload("p2", "?break_glass=true&reason=drill").want(t, http.StatusAccepted, "")
+	if b := active(); b.Revision != "p3" {
+		t.Errorf("break glass by one operator activated %s; want p3 until a second approves", b.Revision)
+	}
+	e.call(t, http.MethodPost, "/v1/bundles/"+digestOf(t, "p2")+"/approve", "ops-ida", nil).want(t, http.StatusForbidden, "same_operator")
+	e.call(t, http.MethodPost, "/v1/bundles/"+digestOf(t, "p2")+"/approve", "ops-jon", nil).want(t, http.StatusCreated, "")
+	e.call(t, http.MethodPost, "/v1/bundles/"+digestOf(t, "p2")+"/approve", "ops-jon", nil).want(t, http.StatusConflict, "not_pending")
+	e.call(t, http.MethodPost, "/v1/bundles/"+strings.Repeat("0", 64)+"/approve", "ops-jon", nil).want(t, http.StatusNotFound, "")
 	if b := active(); b.Revision != "p2" {
 		t.Errorf("after break glass the active bundle is %s, want p2", b.Revision)
 	}

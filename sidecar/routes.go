@@ -61,6 +61,8 @@ func (s *Server) routes() {
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
 	v1.POST("/bundles", op(s.uploadBundle))
+	v1.POST("/bundles/:digest/approve", op(s.approveBundle))
+	v1.POST("/bundles/:digest/activate", op(s.rollbackBundle))
 	v1.GET("/decisions", s.role(engine.RoleOperator, engine.RoleLead)(s.decisions))
 	v1.GET("/audit", op(s.auditList))
 	v1.GET("/audit/verify", op(s.auditVerify))
@@ -331,7 +333,10 @@ func (s *Server) activeBundle(c echo.Context) error {
 }
 
 // uploadBundle activates a bundle .tar.gz through the gate, or, for an
-// operator with ?break_glass=true&reason=..., without it.
+// operator with ?break_glass=true&reason=..., without its verdict; a
+// change that loosens a limit, or breaks the glass, waits for a second
+// operator (202). With ?dry_run=true it only answers what the gate and the
+// replay of recent decisions make of it.
 func (s *Server) uploadBundle(c echo.Context) error {
 	mt, _, _ := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
 	switch mt {
@@ -339,26 +344,71 @@ func (s *Server) uploadBundle(c echo.Context) error {
 	default:
 		return newError(http.StatusBadRequest, "unsupported_content_type", "send the bundle .tar.gz as Content-Type: application/gzip")
 	}
-	body, err := readBundle(c)
-	if err != nil {
+	a := policy.Activation{By: person(c).ID, Reason: c.QueryParam("reason")}
+	var err error
+	if a.BreakGlass, err = boolQuery(c, "break_glass"); err != nil {
 		return err
 	}
-	a := policy.Activation{By: person(c).ID, Reason: c.QueryParam("reason")}
-	switch c.QueryParam("break_glass") {
-	case "", "false":
-	case "true":
-		a.BreakGlass = true
-	default:
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "break_glass: true or false")
+	dryRun, err := boolQuery(c, "dry_run")
+	if err != nil {
+		return err
 	}
 	if a.BreakGlass && a.Reason == "" {
 		return newError(http.StatusUnprocessableEntity, "reason_required", "a break-glass activation needs ?reason=... saying why the gate is skipped")
 	}
-	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
+	if dryRun && a.BreakGlass {
+		return newError(http.StatusUnprocessableEntity, "invalid_request", "dry_run and break_glass: choose one; a dry run activates nothing")
+	}
+	body, err := readBundle(c)
 	if err != nil {
 		return err
 	}
+	if dryRun {
+		report, imp, err := s.opts.Releases.Preview(c.Request().Context(), body)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, previewAnswer{Gate: report, Impact: imp})
+	}
+	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
+	return s.activated(c, rec, err)
+}
+
+// approveBundle is a second operator's approval of a bundle that awaits one.
+func (s *Server) approveBundle(c echo.Context) error {
+	rec, _, err := s.opts.Releases.Approve(c.Request().Context(), c.Param("digest"), person(c).ID)
+	return s.activated(c, rec, err)
+}
+
+// rollbackBundle activates again a bundle the history holds.
+func (s *Server) rollbackBundle(c echo.Context) error {
+	rec, _, err := s.opts.Releases.Rollback(c.Request().Context(), c.Param("digest"), person(c).ID)
+	return s.activated(c, rec, err)
+}
+
+// activated answers an activation: 201 with the active record, 202 when a
+// second operator must approve it, or the error.
+func (s *Server) activated(c echo.Context, rec store.BundleRecord, err error) error {
+	var aw *policy.AwaitingError
+	switch {
+	case errors.As(err, &aw):
+		return c.JSON(http.StatusAccepted, awaitingAnswer{Status: store.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
+			LimitChanges: append([]policy.LimitChange{}, aw.Loosens...), Message: aw.Error()})
+	case err != nil:
+		return err
+	}
 	return c.JSON(http.StatusCreated, newBundleView(rec))
+}
+
+// boolQuery reads an optional true/false query parameter.
+func boolQuery(c echo.Context, name string) (bool, error) {
+	switch c.QueryParam(name) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, newError(http.StatusUnprocessableEntity, "invalid_request", "%s: true or false", name)
 }
 
 // readBundle reads an upload under the bundle's own bound, which the

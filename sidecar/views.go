@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -103,16 +105,20 @@ type decisionsAnswer struct {
 // bundleView is one bundle activation attempt. Failures is null, not [],
 // for a record stored without any, as it always has been.
 type bundleView struct {
-	Seq          uint64             `json:"seq"`
-	Revision     string             `json:"revision"`
-	Digest       string             `json:"digest"`
-	Status       store.BundleStatus `json:"status"`
-	By           string             `json:"by"`
-	At           time.Time          `json:"at"`
-	BreakGlass   bool               `json:"break_glass,omitempty"`
-	Reason       string             `json:"reason,omitempty"`
-	Failures     []gateCaseView     `json:"failures"`
-	TestFailures []string           `json:"test_failures,omitempty"`
+	Seq          uint64              `json:"seq"`
+	Revision     string              `json:"revision"`
+	Digest       string              `json:"digest"`
+	Status       store.BundleStatus  `json:"status"`
+	By           string              `json:"by"`
+	Proposer     string              `json:"proposer,omitempty"`
+	At           time.Time           `json:"at"`
+	BreakGlass   bool                `json:"break_glass,omitempty"`
+	Reason       string              `json:"reason,omitempty"`
+	Rollback     bool                `json:"rollback,omitempty"`
+	LimitChanges []store.LimitChange `json:"limit_changes,omitempty"`
+	Failures     []gateCaseView      `json:"failures"`
+	TestFailures []string            `json:"test_failures,omitempty"`
+	Impact       json.RawMessage     `json:"impact,omitempty"`
 }
 
 // gateCaseView is one failing gate case of a stored bundle record.
@@ -199,8 +205,9 @@ func parseCursor(s string) (uint64, error) {
 }
 
 func newBundleView(r store.BundleRecord) bundleView {
-	v := bundleView{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: r.Status, By: r.By, At: r.At,
-		BreakGlass: r.BreakGlass, Reason: r.Reason, TestFailures: r.TestFailures}
+	v := bundleView{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: r.Status, By: r.By, Proposer: r.Proposer, At: r.At,
+		BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback, LimitChanges: r.LimitChanges, TestFailures: r.TestFailures,
+		Impact: r.Impact}
 	if r.Failures != nil {
 		v.Failures = make([]gateCaseView, 0, len(r.Failures))
 	}
@@ -220,6 +227,19 @@ func newBundleViews(h []store.BundleRecord) []bundleView {
 
 // The small answers.
 type (
+	// awaitingAnswer is a bundle that waits for a second operator.
+	awaitingAnswer struct {
+		Status       store.BundleStatus   `json:"status"`
+		Revision     string               `json:"revision"`
+		Digest       string               `json:"digest"`
+		LimitChanges []policy.LimitChange `json:"limit_changes"`
+		Message      string               `json:"message"`
+	}
+	// previewAnswer is a dry run of an upload.
+	previewAnswer struct {
+		Gate   policy.Report `json:"gate"`
+		Impact impact.Report `json:"impact"`
+	}
 	healthAnswer struct {
 		Status string `json:"status"`
 	}

@@ -22,7 +22,7 @@ func newBundleCmd() *cobra.Command {
 		Use:   "bundle",
 		Short: "Test, build and sign policy bundles",
 	}
-	cmd.AddCommand(newBundleTestCmd(), newBundleBuildCmd(), newBundleHistoryCmd())
+	cmd.AddCommand(newBundleTestCmd(), newBundleBuildCmd(), newBundleHistoryCmd(), newBundleExportCmd())
 	return cmd
 }
 
@@ -297,4 +297,28 @@ func outcome(decision, rule string) string {
 		return decision
 	}
 	return decision + " (" + rule + ")"
+}
+
+func newBundleExportCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export REVISION -o FILE",
+		Short: "Write an embedded release (p1, p2, p3 ...) as its .tar.gz, byte for byte",
+		Long: `Write one of the releases embedded in this binary as the .tar.gz it was
+released as, so its digest is the released one: to upload it to a sidecar
+(POST /v1/bundles), to inspect it, or to sign it. The releases are listed
+with their digests in bundles/releases/SHA256SUMS.`,
+		Example: `  countersign bundle export p3 -o p3.tar.gz`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			archive, err := bundles.Archive(args[0])
+			if err != nil {
+				return fmt.Errorf("bundle export: no release %q in this binary (it has %s)", args[0], strings.Join(bundles.Names, ", "))
+			}
+			return os.WriteFile(out, archive, 0o644)
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the .tar.gz to write")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
 }

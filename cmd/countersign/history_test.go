@@ -28,7 +28,7 @@ func TestBundleHistory(t *testing.T) {
 	if _, err := st.Releases.ActivateBundle(ctx, p2, policy.Activation{By: "ops-ida"}); !errors.Is(err, policy.ErrGateFailed) {
 		t.Fatalf("p2 through the gate: %v", err)
 	}
-	if _, err := st.Releases.ActivateBundle(ctx, p2, policy.Activation{By: "ops-ida", BreakGlass: true, Reason: "drill"}); err != nil {
+	if _, err := st.Releases.ActivateBundle(ctx, p2, policy.Activation{By: "ops-jon", Proposer: "ops-ida", BreakGlass: true, Reason: "drill"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
@@ -39,7 +39,7 @@ func TestBundleHistory(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	flat := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{"p1 superseded dev-mode", "p2 rejected ops-ida", "$51.00: expected REQUIRE_APPROVAL got ALLOW", "p2 active ops-ida", "break-glass: drill"} {
+	for _, want := range []string{"p1 superseded dev-mode", "p2 rejected ops-ida", "$51.00: expected REQUIRE_APPROVAL got ALLOW", "p2 active ops-jon (proposed by ops-ida)", "limit refund_auto 5000 → 500000", "limit_change_undeclared: expected refund_auto 5000", "break-glass: drill"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("history lacks %q:\n%s", want, out)
 		}

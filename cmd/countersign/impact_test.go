@@ -109,23 +109,24 @@ func TestBundleImpact(t *testing.T) {
 		t.Errorf("the last two decisions: %+v", r)
 	}
 
-	out, err = runImpact(t, "--data", dir, filepath.Join("..", "..", "bundles", "p1"))
+	out, err = runImpact(t, "--data", dir, releaseFile(t, "p1"))
 	if err != nil || !strings.Contains(out, "no decision would change") {
 		t.Errorf("p1 against its own decisions: %v\n%s", err, out)
 	}
 }
 
 func TestBundleImpactRefuses(t *testing.T) {
+	p1 := releaseFile(t, "p1")
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"no candidate", []string{"--data", t.TempDir()}, "accepts 1 arg"},
-		{"no data", []string{filepath.Join("..", "..", "bundles", "p1")}, "--data DIR is required"},
-		{"not a data dir", []string{"--data", t.TempDir(), filepath.Join("..", "..", "bundles", "p1")}, "no sidecar.db in"},
+		{"no data", []string{p1}, "--data DIR is required"},
+		{"not a data dir", []string{"--data", t.TempDir(), p1}, "no sidecar.db in"},
 		{"a candidate that is not there", []string{"--data", t.TempDir(), filepath.Join(t.TempDir(), "p9.tar.gz")}, "p9.tar.gz"},
-		{"nothing to replay", []string{"--data", t.TempDir(), "--last", "0", filepath.Join("..", "..", "bundles", "p1")}, "--last 0"},
+		{"nothing to replay", []string{"--data", t.TempDir(), "--last", "0", p1}, "--last 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := runImpact(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -133,4 +134,18 @@ func TestBundleImpactRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releaseFile writes an embedded release to a file and returns its path.
+func releaseFile(t *testing.T, name string) string {
+	t.Helper()
+	archive, err := bundles.Archive(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".tar.gz")
+	if err := os.WriteFile(path, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

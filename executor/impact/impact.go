@@ -74,6 +74,9 @@ func Replay(ctx context.Context, candidate *policy.Bundle, decisions []store.Dec
 	}
 	groups := map[key]*Change{}
 	for _, d := range decisions {
+		if err := ctx.Err(); err != nil { // OPA may finish a short evaluation before it notices
+			return Report{}, fmt.Errorf("impact: %w", err)
+		}
 		if len(d.Input) == 0 {
 			report.Skipped++
 			continue

@@ -119,15 +119,33 @@ func (e *Engine) Limits() (Limits, error) {
 // glass (the operator role) is for the caller to decide.
 type Activation struct {
 	By string
-	// BreakGlass skips the gate. It needs a Reason and is recorded as such.
+	// BreakGlass skips the gate's verdict (the gate still runs, so the
+	// record shows what it overrode). It needs a Reason and a second
+	// operator.
 	BreakGlass bool
 	Reason     string
+	// Rollback re-activates a bundle that was released before: the
+	// request itself declares its limits, so every difference from the
+	// active bundle's counts as declared. The gate still runs, at the
+	// bundle's own limits.
+	Rollback bool
+	// Proposer is the operator who proposed a change that needs a second
+	// operator (one that loosens a limit, or breaks the glass); By is then
+	// the second operator, and must be someone else. Empty: By proposes,
+	// and such a change waits (ErrAwaitingSecondOperator).
+	Proposer string
+	// Impact is the replay of recent decisions against the bundle, kept
+	// with its record for the second operator and the audit.
+	Impact any
 }
 
 // Activate makes b the active bundle if it passes the gate (Check, against
-// the active bundle's limits, or BaselineLimits when none is active), or
-// without the gate for a break-glass activation. Every attempt is recorded
-// in the history, before the swap. A bundle that fails the gate leaves the
+// the active bundle's limits, or BaselineLimits when none is active). A
+// bundle that loosens a limit, or a break-glass activation (which skips the
+// gate's verdict), needs a second operator: without a Proposer it is
+// recorded as awaiting one and the error is an *AwaitingError; with a
+// Proposer equal to By it is ErrSameOperator. Every attempt is recorded in
+// the history, before the swap. A bundle that fails the gate leaves the
 // active one in force; the error is a *GateError carrying the Report,
 // which is also returned. A bundle that calls a forbidden built-in is
 // refused even with break glass (*ForbiddenBuiltinError), and one without
@@ -141,6 +159,9 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if a.BreakGlass && strings.TrimSpace(a.Reason) == "" {
 		return Report{}, ErrReasonRequired
 	}
+	if a.Proposer != "" && a.Proposer == a.By {
+		return Report{}, fmt.Errorf("policy: activate %s: %w", b.revision, ErrSameOperator)
+	}
 	if err := e.verify(b); err != nil {
 		return Report{}, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
@@ -150,18 +171,25 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if err := e.gate.admit(b); err != nil {
 		return report, e.reject(ctx, b, a, err)
 	}
-	if !a.BreakGlass {
-		reference, err := e.reference()
-		if err != nil {
-			return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
-		}
-		report, err = e.gate.check(ctx, b, reference)
-		if refused(err) {
-			return report, e.reject(ctx, b, a, err)
-		}
-		if err != nil {
-			return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
-		}
+	reference, err := e.reference()
+	if err != nil {
+		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
+	}
+	declared := b.changes
+	if a.Rollback {
+		declared = ChangesBetween(reference, b.limits)
+	}
+	report, err = e.gate.check(ctx, b, reference, declared)
+	failures := report.Failures()
+	switch {
+	case err != nil && a.BreakGlass:
+		// The glass is broken over a gate that refused or could not run:
+		// the record says so.
+		failures = append(failures, refusalCase(err))
+	case refused(err):
+		return report, e.reject(ctx, b, a, err)
+	case err != nil:
+		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
 
 	e.mu.Lock()
@@ -171,26 +199,50 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		Digest:       b.digest,
 		Status:       StatusActive,
 		By:           a.By,
+		Proposer:     a.Proposer,
 		At:           e.clock.Now().UTC(),
 		BreakGlass:   a.BreakGlass,
 		Reason:       a.Reason,
-		Failures:     report.Failures(),
+		Rollback:     a.Rollback,
+		Changes:      report.Changes,
+		Failures:     failures,
 		TestFailures: report.TestFailures,
+		Impact:       a.Impact,
 		Bundle:       b.archive,
 	}
 	passed := a.BreakGlass || report.Passed()
-	if !passed {
+	second := a.BreakGlass || len(report.Loosens()) > 0
+	switch {
+	case !passed:
 		rec.Status = StatusRejected
+	case second && a.Proposer == "":
+		rec.Status = StatusAwaitingSecondOperator
 	}
 	// Recording comes first: a bundle is never active without its record.
 	if err := e.history.Record(ctx, rec); err != nil {
 		return report, fmt.Errorf("policy: activate %s: record history: %w", b.revision, err)
 	}
-	if !passed {
+	switch rec.Status {
+	case StatusRejected:
 		return report, &GateError{Report: report}
+	case StatusAwaitingSecondOperator:
+		return report, &AwaitingError{Revision: b.revision, Digest: b.digest, Loosens: report.Loosens(), BreakGlass: a.BreakGlass}
 	}
 	e.active.Store(b)
 	return report, nil
+}
+
+// ChangesBetween lists every limit of own that differs from reference: the
+// changes a rollback declares, and what `bundle history` shows between
+// consecutive revisions.
+func ChangesBetween(reference, own Limits) []LimitChange {
+	var out []LimitChange
+	for _, l := range limitTable {
+		if from, to := l.value(reference), l.value(own); from != to {
+			out = append(out, LimitChange{Name: l.name, From: from, To: to})
+		}
+	}
+	return out
 }
 
 // reference is what a candidate's limits are compared with: the active
@@ -200,6 +252,32 @@ func (e *Engine) reference() (Limits, error) {
 		return b.limits, nil
 	}
 	return BaselineLimits()
+}
+
+// Load reads a bundle archive and, when the engine requires signatures,
+// verifies it (ErrSignatureInvalid).
+func (e *Engine) Load(archive []byte) (*Bundle, error) {
+	b, err := LoadArchive(archive)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.verify(b); err != nil {
+		return nil, fmt.Errorf("policy: load %s: %w", b.revision, err)
+	}
+	return b, nil
+}
+
+// Preview runs the gate on b as Activate would now, against the active
+// bundle's limits, and activates and records nothing.
+func (e *Engine) Preview(ctx context.Context, b *Bundle) (Report, error) {
+	if err := e.verify(b); err != nil {
+		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
+	}
+	reference, err := e.reference()
+	if err != nil {
+		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
+	}
+	return e.gate.check(ctx, b, reference, b.changes)
 }
 
 // verify checks b's signature when the engine requires one.

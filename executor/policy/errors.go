@@ -61,6 +61,33 @@ var (
 	ErrReasonRequired = errors.New("policy: break-glass activation needs a reason")
 )
 
+// ErrSameOperator means the second operator of a change that needs two is
+// the one who proposed it.
+var ErrSameOperator = errors.New("policy: the operator who proposed a change cannot also approve it; another operator must")
+
+// ErrAwaitingSecondOperator matches an *AwaitingError.
+var ErrAwaitingSecondOperator = errors.New("policy: the bundle awaits a second operator")
+
+// AwaitingError is the outcome of an activation that needs a second
+// operator: the bundle is recorded as awaiting one, nothing changed yet.
+type AwaitingError struct {
+	Revision, Digest string
+	Loosens          []LimitChange
+	BreakGlass       bool
+}
+
+func (e *AwaitingError) Error() string {
+	why := fmt.Sprintf("it loosens %d limit(s)", len(e.Loosens))
+	if e.BreakGlass {
+		why = "it breaks the glass"
+	}
+	return fmt.Sprintf("%v: revision %q (%s): %s; another operator approves it with POST /v1/bundles/%s/approve",
+		ErrAwaitingSecondOperator, e.Revision, e.Digest, why, e.Digest)
+}
+
+// Unwrap makes errors.Is(err, ErrAwaitingSecondOperator) hold.
+func (e *AwaitingError) Unwrap() error { return ErrAwaitingSecondOperator }
+
 // GateError is the error of an activation the gate refused. It matches
 // ErrGateFailed with errors.Is; errors.As gives the Report with every failure.
 type GateError struct {

@@ -174,11 +174,13 @@ func (c CaseResult) Pass() bool {
 // judged by its tests at all) or a gate that could not run (a cancelled
 // context). Check runs as an engine with default Options does.
 func Check(ctx context.Context, b *Bundle, reference Limits) (Report, error) {
-	return defaultGate().check(ctx, b, reference)
+	return defaultGate().check(ctx, b, reference, b.changes)
 }
 
-func (g gate) check(ctx context.Context, b *Bundle, reference Limits) (Report, error) {
-	r := Report{Revision: b.revision, Digest: b.digest, Changes: b.changes}
+// check runs the gate with the limit changes declared (the bundle's own,
+// or every difference for a rollback).
+func (g gate) check(ctx context.Context, b *Bundle, reference Limits, declared []LimitChange) (Report, error) {
+	r := Report{Revision: b.revision, Digest: b.digest, Changes: declared}
 	if err := g.admit(b); err != nil {
 		return r, err
 	}
@@ -187,7 +189,7 @@ func (g gate) check(ctx context.Context, b *Bundle, reference Limits) (Report, e
 		return r, err
 	}
 	r.TestsPassed, r.TestFailures = passed, failures
-	r.LimitFailures = limitFailures(reference, b.limits, b.changes)
+	r.LimitFailures = limitFailures(reference, b.limits, declared)
 	r.Limits = b.limits
 	if len(r.LimitFailures) > 0 {
 		r.Limits = reference

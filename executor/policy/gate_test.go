@@ -170,7 +170,7 @@ func TestLimitChangeMustBeDeclared(t *testing.T) {
 func TestActivateComparesWithTheActiveBundle(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{})
 	if _, err := e.Activate(ctx, mustSource(t, "p4", map[string]int64{"refund_auto": 7500},
-		policy.LimitChange{Name: "refund_auto", From: 5000, To: 7500}), policy.Activation{By: "ops-ida"}); err != nil {
+		policy.LimitChange{Name: "refund_auto", From: 5000, To: 7500}), policy.Activation{By: "ops-jon", Proposer: "ops-ida"}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := e.Activate(ctx, embedded(t, "p3"), policy.Activation{By: "ops-ida"})
@@ -272,7 +272,7 @@ func TestConcurrentActivationsCompareWithWhatTheyReplace(t *testing.T) {
 	errs := make([]error, len(candidates))
 	var wg sync.WaitGroup
 	for i, b := range candidates {
-		wg.Go(func() { _, errs[i] = e.Activate(ctx, b, policy.Activation{By: "ops-ida"}) })
+		wg.Go(func() { _, errs[i] = e.Activate(ctx, b, policy.Activation{By: "ops-jon", Proposer: "ops-ida"}) })
 	}
 	wg.Wait()
 	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), policy.ErrGateFailed) {

@@ -23,17 +23,31 @@ const (
 	StatusActive     Status = "active"
 	StatusSuperseded Status = "superseded"
 	StatusRejected   Status = "rejected"
+	// StatusAwaitingSecondOperator: it passed the gate (or breaks the
+	// glass) and loosens a limit; another operator must approve it.
+	StatusAwaitingSecondOperator Status = "awaiting_second_operator"
+	// StatusApproved: it was awaiting a second operator, who approved it;
+	// the activation is a record of its own.
+	StatusApproved Status = "approved"
 )
 
 // HistoryRecord is one activation attempt.
 type HistoryRecord struct {
-	Revision   string    `json:"revision"`
-	Digest     string    `json:"digest"`
-	Status     Status    `json:"status"`
-	By         string    `json:"by"`
+	Revision string `json:"revision"`
+	Digest   string `json:"digest"`
+	Status   Status `json:"status"`
+	By       string `json:"by"`
+	// Proposer is the operator who proposed it when By is the second
+	// operator who approved it.
+	Proposer   string    `json:"proposer,omitempty"`
 	At         time.Time `json:"at"`
 	BreakGlass bool      `json:"break_glass,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
+	Rollback   bool      `json:"rollback,omitempty"`
+	// Changes are the limit changes declared (by the manifest, or by the
+	// rollback); Impact the replay of recent decisions, when one was made.
+	Changes []LimitChange `json:"limit_changes,omitempty"`
+	Impact  any           `json:"impact,omitempty"`
 	// Failures are the gate's failures (Report.Failures); TestFailures its own
 	// Rego tests that failed. Both are empty for a break-glass activation,
 	// which skips the gate.

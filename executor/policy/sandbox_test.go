@@ -121,7 +121,7 @@ func TestForbiddenBuiltinRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &policy.MemHistory{}
 			e := activeEngine(t, "p1", policy.Options{History: h})
-			for _, a := range []policy.Activation{{By: "ops-ida"}, {By: "ops-ida", BreakGlass: true, Reason: "drill"}} {
+			for _, a := range []policy.Activation{{By: "ops-ida"}, {By: "ops-jon", Proposer: "ops-ida", BreakGlass: true, Reason: "drill"}} {
 				_, err := e.Activate(ctx, tt.bundle, a)
 				if a.BreakGlass && tt.file != "/call/call.rego" {
 					// Break glass skips the tests, so a test's call never runs.

@@ -225,7 +225,7 @@ func TestEngineRequiresSignatures(t *testing.T) {
 		t.Fatalf("signed p1: %v", err)
 	}
 	unsigned := embedded(t, "p3")
-	for _, a := range []policy.Activation{{By: "ops-ida"}, {By: "ops-ida", BreakGlass: true, Reason: "incident"}} {
+	for _, a := range []policy.Activation{{By: "ops-ida"}, {By: "ops-jon", Proposer: "ops-ida", BreakGlass: true, Reason: "incident"}} {
 		if _, err := e.Activate(ctx, unsigned, a); !errors.Is(err, policy.ErrSignatureInvalid) {
 			t.Errorf("unsigned p3 (break glass %v): %v, want ErrSignatureInvalid", a.BreakGlass, err)
 		}

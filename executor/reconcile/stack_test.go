@@ -185,13 +185,12 @@ func TestSeededFailuresThenResume(t *testing.T) {
 	}
 	// A break-glass release of p2 (auto limit 100 times too large) lets a
 	// $120 refund through without an approval.
-	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p2"), policy.Activation{By: "ops-ida", BreakGlass: true, Reason: "test"}); err != nil {
+	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p2"), policy.Activation{By: "ops-jon", Proposer: "ops-ida", BreakGlass: true, Reason: "test"}); err != nil {
 		t.Fatalf("break-glass p2: %v", err)
 	}
 	a.done("rep-ana", "W-p2", "issue_refund", refundArgs("O-1001", 12000))
-	// Back by break glass too: p1 does not declare the change back from
-	// p2's limits, which the gate would ask of it.
-	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p1"), policy.Activation{By: "ops-ida", BreakGlass: true, Reason: "test"}); err != nil {
+	// Back by rollback: a tightening, through the gate at once.
+	if _, err := st.Releases.ActivateBundle(ctx, loadBundle(t, "p1"), policy.Activation{By: "ops-ida", Rollback: true}); err != nil {
 		t.Fatalf("back to p1: %v", err)
 	}
 

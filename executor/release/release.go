@@ -1,16 +1,21 @@
 // Package release activates policy bundles through the gate and keeps their
 // history durable in the store: every attempt with its revision, digest,
-// who, when, the gate's failures and its standing (active, superseded,
-// rejected), and the bytes of each bundle so a restart loads the active one
-// again without asking anybody.
+// who (and, for a change that needed two operators, who proposed it), when,
+// the limit changes, the gate's failures, the replay of recent decisions
+// against it and its standing (active, superseded, rejected, awaiting a
+// second operator, approved), and the bytes of each bundle so a restart
+// loads the active one again without asking anybody and an earlier one can
+// be rolled back to.
 package release
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -24,32 +29,89 @@ type History struct {
 
 var _ policy.History = History{}
 
-// Record implements policy.History.
+// ErrNotAwaiting means a bundle approved by a second operator was not
+// awaiting one (already active, rejected, or never proposed).
+var ErrNotAwaiting = errors.New("release: the bundle is not awaiting a second operator")
+
+// Record implements policy.History. The activation of a bundle a second
+// operator approved also marks its awaiting record approved.
 func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 	rec := store.BundleRecord{
-		Revision: r.Revision, Digest: r.Digest, Status: store.BundleStatus(r.Status), By: r.By, At: r.At,
-		BreakGlass: r.BreakGlass, Reason: r.Reason, TestFailures: r.TestFailures,
+		Revision: r.Revision, Digest: r.Digest, Status: store.BundleStatus(r.Status), By: r.By, Proposer: r.Proposer, At: r.At,
+		BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback, TestFailures: r.TestFailures,
+	}
+	for _, c := range r.Changes {
+		rec.LimitChanges = append(rec.LimitChanges, store.LimitChange(c))
 	}
 	for _, f := range r.Failures {
 		rec.Failures = append(rec.Failures, store.BundleFailure{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
 	}
+	if r.Impact != nil {
+		b, err := json.Marshal(r.Impact)
+		if err != nil {
+			return fmt.Errorf("record bundle %s: impact: %w", r.Digest, err)
+		}
+		rec.Impact = b
+	}
 	return h.DB.Update(func(tx *store.Tx) error {
+		if rec.Status == store.BundleActive && rec.Proposer != "" {
+			if _, err := tx.ApproveAwaiting(rec.Digest); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
 		if _, err := tx.AppendBundle(rec, r.Bundle); err != nil {
 			return err
 		}
 		if h.Log == nil {
 			return nil
 		}
-		failures := make([]string, 0, len(rec.Failures))
-		for _, f := range rec.Failures {
-			failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Amount, f.Expected, f.Got))
-		}
-		_, err := h.Log.Append(tx, audit.Record{At: r.At, Kind: audit.KindBundle, Actor: r.By, Detail: map[string]any{
-			"revision": r.Revision, "digest": r.Digest, "status": string(r.Status), "break_glass": r.BreakGlass,
-			"reason": r.Reason, "failures": failures, "test_failures": len(r.TestFailures),
-		}})
+		_, err := h.Log.Append(tx, auditRecord(rec))
 		return err
 	})
+}
+
+// auditRecord is the audit chain's record of a bundle attempt: everything a
+// reviewer needs to follow it without the history.
+func auditRecord(rec store.BundleRecord) audit.Record {
+	failures := make([]string, 0, len(rec.Failures))
+	for _, f := range rec.Failures {
+		if f.Case == policy.LimitChangeUndeclared {
+			failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Case, f.Expected, f.Got))
+			continue
+		}
+		failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Amount, f.Expected, f.Got))
+	}
+	changes := make([]string, 0, len(rec.LimitChanges))
+	for _, c := range rec.LimitChanges {
+		changes = append(changes, fmt.Sprintf("%s %d -> %d", c.Name, c.From, c.To))
+	}
+	detail := map[string]any{
+		"revision": rec.Revision, "digest": rec.Digest, "status": string(rec.Status), "break_glass": rec.BreakGlass,
+		"reason": rec.Reason, "failures": failures, "test_failures": len(rec.TestFailures), "limit_changes": changes,
+	}
+	if rec.Proposer != "" {
+		detail["proposer"] = rec.Proposer
+	}
+	if rec.Rollback {
+		detail["rollback"] = true
+	}
+	if len(rec.Impact) > 0 {
+		var imp struct {
+			Replayed int `json:"replayed"`
+			Changed  []struct {
+				From, To, Rule string
+				Count          int
+			} `json:"changed"`
+		}
+		if json.Unmarshal(rec.Impact, &imp) == nil {
+			flips := make([]string, 0, len(imp.Changed))
+			for _, c := range imp.Changed {
+				flips = append(flips, fmt.Sprintf("%d %s -> %s (%s)", c.Count, c.From, c.To, c.Rule))
+			}
+			detail["impact"] = map[string]any{"replayed": imp.Replayed, "changed": flips}
+		}
+	}
+	return audit.Record{At: rec.At, Kind: audit.KindBundle, Actor: rec.By, Detail: detail}
 }
 
 // Service activates bundles and answers for their history.
@@ -63,12 +125,83 @@ func New(db *store.DB, pol *policy.Engine) *Service {
 	return &Service{db: db, policy: pol}
 }
 
-// Activate loads a bundle archive and activates it through the gate, or
-// without it for a break-glass activation (the caller checks the role).
+// Preview is what activating archive would do, with nothing activated or
+// recorded: the gate against the active bundle and the replay of the
+// recent decisions against it.
+func (s *Service) Preview(ctx context.Context, archive []byte) (policy.Report, impact.Report, error) {
+	b, err := s.policy.Load(archive)
+	if err != nil {
+		return policy.Report{}, impact.Report{}, err
+	}
+	report, err := s.policy.Preview(ctx, b)
+	if err != nil {
+		return report, impact.Report{}, err
+	}
+	imp, err := s.replay(ctx, b)
+	return report, imp, err
+}
+
+// Activate loads a bundle archive and activates it through the gate (see
+// policy.Engine.Activate: a change that loosens a limit, or breaks the
+// glass, waits for a second operator, and the error says so). The replay
+// of recent decisions against it is kept with its record.
 func (s *Service) Activate(ctx context.Context, archive []byte, a policy.Activation) (store.BundleRecord, policy.Report, error) {
-	b, err := policy.LoadArchive(archive)
+	b, err := s.policy.Load(archive)
 	if err != nil {
 		return store.BundleRecord{}, policy.Report{}, err
+	}
+	return s.activate(ctx, b, a)
+}
+
+// Approve is the second operator's approval of a bundle awaiting one: it
+// is activated through the gate as the active bundle then stands, with by
+// as the activating operator and the proposer on the record.
+// store.ErrNotFound when the history has no such bundle, ErrNotAwaiting
+// when it does not await a second operator, policy.ErrSameOperator when by
+// proposed it.
+func (s *Service) Approve(ctx context.Context, digest, by string) (store.BundleRecord, policy.Report, error) {
+	var rec store.BundleRecord
+	var blob []byte
+	err := s.db.View(func(tx *store.Tx) (err error) {
+		if blob, err = tx.BundleBytes(digest); err != nil {
+			return err
+		}
+		rec, err = tx.Awaiting(digest)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("bundle %s: %w", digest, ErrNotAwaiting)
+		}
+		return err
+	})
+	if err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
+	}
+	b, err := s.policy.Load(blob)
+	if err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
+	}
+	a := policy.Activation{By: by, Proposer: rec.By, BreakGlass: rec.BreakGlass, Reason: rec.Reason, Rollback: rec.Rollback}
+	return s.activate(ctx, b, a)
+}
+
+// Rollback activates again a bundle the history holds, through the same
+// gate and rules, its limits declared by the request itself.
+func (s *Service) Rollback(ctx context.Context, digest, by string) (store.BundleRecord, policy.Report, error) {
+	var blob []byte
+	if err := s.db.View(func(tx *store.Tx) (err error) { blob, err = tx.BundleBytes(digest); return err }); err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
+	}
+	b, err := s.policy.Load(blob)
+	if err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
+	}
+	return s.activate(ctx, b, policy.Activation{By: by, Rollback: true})
+}
+
+func (s *Service) activate(ctx context.Context, b *policy.Bundle, a policy.Activation) (store.BundleRecord, policy.Report, error) {
+	// A bundle the replay cannot evaluate (a forbidden built-in, a
+	// deadline) is the gate's to refuse and record; it gets no impact.
+	if imp, err := s.replay(ctx, b); err == nil {
+		a.Impact = imp
 	}
 	report, err := s.policy.Activate(ctx, b, a)
 	if err != nil {
@@ -76,6 +209,18 @@ func (s *Service) Activate(ctx context.Context, archive []byte, a policy.Activat
 	}
 	rec, err := s.Active(ctx)
 	return rec, report, err
+}
+
+// replay evaluates the recent decisions against b.
+func (s *Service) replay(ctx context.Context, b *policy.Bundle) (impact.Report, error) {
+	var decisions []store.Decision
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		decisions, err = tx.LastDecisions(impact.DefaultLast)
+		return err
+	}); err != nil {
+		return impact.Report{}, err
+	}
+	return impact.Replay(ctx, b, decisions)
 }
 
 // ActivateBundle is Activate for a bundle already loaded (dev mode, tests).

@@ -73,3 +73,42 @@ func (t *Tx) ActiveBundle() (BundleRecord, []byte, error) {
 	}
 	return BundleRecord{}, nil, ErrNotFound
 }
+
+// ApproveAwaiting marks the last record of digest that awaits a second
+// operator as approved, and returns it; ErrNotFound when none awaits.
+func (t *Tx) ApproveAwaiting(digest string) (BundleRecord, error) {
+	rec, err := t.Awaiting(digest)
+	if err != nil {
+		return rec, err
+	}
+	rec.Status = BundleApproved
+	return rec, t.putJSON(bBundles, u64(rec.Seq), rec)
+}
+
+// Awaiting returns the last record of digest if it awaits a second
+// operator, and ErrNotFound otherwise.
+func (t *Tx) Awaiting(digest string) (BundleRecord, error) {
+	c := t.bucket(bBundles).Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		var r BundleRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return r, fmt.Errorf("decode bundle record: %w", err)
+		}
+		if r.Digest == digest {
+			if r.Status == BundleAwaiting {
+				return r, nil
+			}
+			break
+		}
+	}
+	return BundleRecord{}, fmt.Errorf("bundle %s awaiting a second operator: %w", digest, ErrNotFound)
+}
+
+// BundleBytes returns the bytes of a bundle the history holds, by digest.
+func (t *Tx) BundleBytes(digest string) ([]byte, error) {
+	blob := t.bucket(bBlobs).Get([]byte(digest))
+	if blob == nil {
+		return nil, fmt.Errorf("bundle %s: %w", digest, ErrNotFound)
+	}
+	return append([]byte(nil), blob...), nil
+}

@@ -178,6 +178,11 @@ const (
 	BundleActive     BundleStatus = "active"
 	BundleSuperseded BundleStatus = "superseded"
 	BundleRejected   BundleStatus = "rejected"
+	// BundleAwaiting: it loosens a limit (or breaks the glass) and waits
+	// for a second operator; BundleApproved: one approved it, and its
+	// activation is a record of its own.
+	BundleAwaiting BundleStatus = "awaiting_second_operator"
+	BundleApproved BundleStatus = "approved"
 )
 
 // BundleFailure is one failing gate case.
@@ -195,9 +200,22 @@ type BundleRecord struct {
 	Digest       string          `json:"digest"`
 	Status       BundleStatus    `json:"status"`
 	By           string          `json:"by"`
+	Proposer     string          `json:"proposer,omitempty"` // when By approved what Proposer proposed
 	At           time.Time       `json:"at"`
 	BreakGlass   bool            `json:"break_glass,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
+	Rollback     bool            `json:"rollback,omitempty"`
+	LimitChanges []LimitChange   `json:"limit_changes,omitempty"`
 	Failures     []BundleFailure `json:"failures"`
 	TestFailures []string        `json:"test_failures,omitempty"`
+	// Impact is the replay of recent decisions against the bundle, as
+	// JSON, when one was made.
+	Impact json.RawMessage `json:"impact,omitempty"`
+}
+
+// LimitChange is one limit a bundle changes, in the limit's units.
+type LimitChange struct {
+	Name string `json:"name"`
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
 }

@@ -288,7 +288,7 @@ func tokenCeiling(ctx context.Context, dir string, c engine.Controls) (Outcome, 
 	if err != nil {
 		return Outcome{}, err
 	}
-	if _, err := st.Releases.ActivateBundle(ctx, p2, policy.Activation{By: "ops-ida", BreakGlass: true, Reason: "demo: p2 without its gate"}); err != nil {
+	if _, err := st.Releases.ActivateBundle(ctx, p2, policy.Activation{By: "ops-jon", Proposer: "ops-ida", BreakGlass: true, Reason: "demo: p2 without its gate"}); err != nil {
 		return Outcome{}, err
 	}
 	if err := st.open(ctx, rep.ID, "W1"); err != nil {

@@ -160,7 +160,7 @@ func withBundle(ctx context.Context, st *stack, name string, do func() error) er
 	if err != nil {
 		return err
 	}
-	if _, err := st.Releases.ActivateBundle(ctx, b, policy.Activation{By: "ops-ida", BreakGlass: true,
+	if _, err := st.Releases.ActivateBundle(ctx, b, policy.Activation{By: "ops-jon", Proposer: "ops-ida", BreakGlass: true,
 		Reason: "demo: release " + name + " without its gate"}); err != nil {
 		return fmt.Errorf("break-glass %s: %w", name, err)
 	}
@@ -169,8 +169,7 @@ func withBundle(ctx context.Context, st *stack, name string, do func() error) er
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
-	if _, err := st.Releases.ActivateBundle(ctx, p1, policy.Activation{By: "ops-ida", BreakGlass: true,
-		Reason: "demo: back to p1 after " + name}); err != nil {
+	if _, err := st.Releases.ActivateBundle(ctx, p1, policy.Activation{By: "ops-ida", Rollback: true}); err != nil {
 		return errors.Join(runErr, fmt.Errorf("restore p1: %w", err))
 	}
 	return runErr

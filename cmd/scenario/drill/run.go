@@ -49,6 +49,9 @@ var start = time.Date(2026, time.March, 2, 9, 0, 0, 0, time.UTC)
 // The person who operates: releases, contains, fixes and re-enables.
 const operatorID = "ops-ida"
 
+// approverID is the second operator that a break-glass release needs.
+const approverID = "ops-jon"
+
 // Options configure a drill.
 type Options struct {
 	Seed uint64
@@ -208,7 +211,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 
 func (r *run) activate(ctx context.Context, rev string) error {
 	_, err := r.st.Releases.ActivateBundle(ctx, r.bundles[rev], policy.Activation{
-		By: operatorID, BreakGlass: true, Reason: r.reasons[rev],
+		By: approverID, Proposer: operatorID, BreakGlass: true, Reason: r.reasons[rev],
 	})
 	if err != nil {
 		return fmt.Errorf("drill: activate %s: %w", rev, err)
@@ -379,7 +382,7 @@ func (r *run) onRelease(ctx context.Context) error {
 		return err
 	}
 	r.release = mark{r.now(), true}
-	r.event(EventDeploy, "p2 activated by "+operatorID+" by break-glass, without the gate")
+	r.event(EventDeploy, "p2 activated by "+operatorID+" by break-glass, approved by "+approverID+", without the gate")
 	return nil
 }
 
