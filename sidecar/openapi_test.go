@@ -109,6 +109,8 @@ var answers = map[string]reflect.Type{
 	"rejectApproval 200":          typeOf[approvalView](),
 	"listSwitches 200":            typeOf[switchesAnswer](),
 	"setSwitch 200":               typeOf[switchAnswer](),
+	"listModes 200":               typeOf[modesAnswer](),
+	"setMode 200":                 typeOf[modeView](),
 	"raiseEpoch 200":              typeOf[epochAnswer](),
 	"listBundles 200":             typeOf[[]bundleView](),
 	"uploadBundle 201":            typeOf[bundleView](),
