@@ -228,3 +228,42 @@ func TestShadowModeSurvivesRestart(t *testing.T) {
 		t.Errorf("a workflow of shadowed steps is %s, want done", w.Status)
 	}
 }
+
+// The shadow report sets the shadowed proposals beside what a clerk did in
+// the ledger for the same orders: agreement, the agent would have paid
+// and nobody did, and the reverse.
+func TestShadowReport(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.setMode(t, "issue_refund", "shadow", "compare with the clerks")
+	e.openAs(t, "rep-ana", "W-s", "v1")
+	for _, p := range []struct {
+		order  string
+		amount int64
+	}{{"O-1001", 3000}, {"O-1002", 12000}, {"O-1003", 2000}} {
+		if r, _ := e.propose(t, "rep-ana", "W-s", "issue_refund", refund(p.order, p.amount)); r.status != http.StatusOK {
+			t.Fatalf("shadowed refund of %s: %d %s", p.order, r.status, r.body)
+		}
+	}
+	for _, x := range []map[string]any{{"order": "O-1001", "amount": 3000, "by": "clerk-kim"}, {"order": "O-1003", "amount": 2000, "by": "clerk-kim"}} {
+		e.sim(t, http.MethodPost, e.st.Endpoints.Ledger+"/_sim/external-entries", x, http.StatusCreated)
+	}
+	var r struct {
+		Proposals int `json:"proposals"`
+		Agreement int `json:"agreement"`
+		Would     []struct {
+			Order    string `json:"order"`
+			Proposed int64  `json:"proposed"`
+		} `json:"would_have_paid_nothing_paid"`
+		Reverse []struct {
+			Order string   `json:"order"`
+			Paid  int64    `json:"paid"`
+			By    []string `json:"by"`
+		} `json:"paid_would_not_have"`
+	}
+	e.call(t, http.MethodGet, "/v1/shadow/report", "ops-ida", nil).decode(t, &r)
+	if r.Proposals != 3 || r.Agreement != 1 || len(r.Would) != 1 || r.Would[0].Order != "O-1002" || r.Would[0].Proposed != 12000 ||
+		len(r.Reverse) != 1 || r.Reverse[0].Order != "O-1003" || r.Reverse[0].Paid != 2000 || r.Reverse[0].By[0] != "clerk-kim" {
+		t.Fatalf("shadow report %+v", r)
+	}
+	e.call(t, http.MethodGet, "/v1/shadow/report", "lead-dee", nil).want(t, http.StatusForbidden, "")
+}

@@ -111,6 +111,7 @@ var answers = map[string]reflect.Type{
 	"setSwitch 200":               typeOf[switchAnswer](),
 	"listModes 200":               typeOf[modesAnswer](),
 	"setMode 200":                 typeOf[modeView](),
+	"shadowReport 200":            typeOf[reconcile.ShadowReport](),
 	"raiseEpoch 200":              typeOf[epochAnswer](),
 	"listBundles 200":             typeOf[[]bundleView](),
 	"uploadBundle 201":            typeOf[bundleView](),

@@ -59,6 +59,7 @@ func (s *Server) routes() {
 	v1.PUT("/switches/:tool", op(s.setSwitch))
 	v1.GET("/modes", op(s.modes))
 	v1.PUT("/modes/:tool", op(s.setMode))
+	v1.GET("/shadow/report", op(s.shadowReport))
 	v1.POST("/credentials/epoch", op(s.raiseEpoch))
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
@@ -553,6 +554,14 @@ func (s *Server) reconcile(c echo.Context) error {
 	}
 	if s.opts.Unexplained != nil {
 		s.opts.Unexplained.Set(float64(r.Unexplained))
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) shadowReport(c echo.Context) error {
+	r, err := s.opts.Reconcile.Shadow(c.Request().Context())
+	if err != nil {
+		return newError(http.StatusServiceUnavailable, "system_unavailable", "the shadow report could not read a system of record: %v", err)
 	}
 	return c.JSON(http.StatusOK, r)
 }
