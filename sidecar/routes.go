@@ -57,6 +57,9 @@ func (s *Server) routes() {
 
 	v1.GET("/switches", op(s.switches))
 	v1.PUT("/switches/:tool", op(s.setSwitch))
+	v1.GET("/modes", op(s.modes))
+	v1.PUT("/modes/:tool", op(s.setMode))
+	v1.GET("/shadow/report", op(s.shadowReport))
 	v1.POST("/credentials/epoch", op(s.raiseEpoch))
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
@@ -129,13 +132,15 @@ func (s *Server) tools(c echo.Context) error {
 
 func (s *Server) createWorkflow(c echo.Context) error {
 	var req struct {
-		Ticket string `json:"ticket"`
-		ID     string `json:"id"`
+		Ticket       string `json:"ticket"`
+		ID           string `json:"id"`
+		AgentVersion string `json:"agent_version"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	w, created, err := s.opts.Engine.CreateWorkflow(c.Request().Context(), person(c), req.ID, req.Ticket)
+	w, created, err := s.opts.Engine.OpenWorkflow(c.Request().Context(), person(c),
+		engine.NewWorkflow{ID: req.ID, Ticket: req.Ticket, AgentVersion: req.AgentVersion})
 	if err != nil {
 		return err
 	}
@@ -220,7 +225,7 @@ func (s *Server) stepView(c echo.Context, st store.Step) stepView {
 func (s *Server) stepAnswer(c echo.Context, step store.Step) error {
 	view := s.stepView(c, step)
 	switch step.Status {
-	case store.StepDone, store.StepSuppressed:
+	case store.StepDone, store.StepSuppressed, store.StepShadowed:
 		return c.JSON(http.StatusOK, view)
 	case store.StepDenied:
 		code, msg := "policy_denied", "denied by policy rule "+step.Rule
@@ -301,6 +306,33 @@ func (s *Server) setSwitch(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, switchAnswer{Tool: name, Enabled: *req.Enabled})
+}
+
+func (s *Server) modes(c echo.Context) error {
+	ms, err := s.opts.Engine.Modes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := modesAnswer{Modes: make([]modeView, 0, len(ms))}
+	for _, m := range ms {
+		out.Modes = append(out.Modes, newModeView(m))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) setMode(c echo.Context) error {
+	var req struct {
+		Mode   string `json:"mode"`
+		Reason string `json:"reason"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	m, err := s.opts.Engine.SetMode(c.Request().Context(), person(c), tool.Name(c.Param("tool")), policy.Mode(req.Mode), req.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newModeView(m))
 }
 
 func (s *Server) raiseEpoch(c echo.Context) error {
@@ -522,6 +554,14 @@ func (s *Server) reconcile(c echo.Context) error {
 	}
 	if s.opts.Unexplained != nil {
 		s.opts.Unexplained.Set(float64(r.Unexplained))
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) shadowReport(c echo.Context) error {
+	r, err := s.opts.Reconcile.Shadow(c.Request().Context())
+	if err != nil {
+		return newError(http.StatusServiceUnavailable, "system_unavailable", "the shadow report could not read a system of record: %v", err)
 	}
 	return c.JSON(http.StatusOK, r)
 }

@@ -30,6 +30,7 @@ type workflowView struct {
 	PolicyRevision string               `json:"policy_revision"`
 	Created        time.Time            `json:"created"`
 	Updated        time.Time            `json:"updated"`
+	AgentVersion   string               `json:"agent_version,omitempty"`
 	// Steps is absent when a workflow is created (nil) and a list, [] for
 	// none, when it is read: omitzero, unlike omitempty, keeps the [].
 	Steps []stepView `json:"steps,omitzero"`
@@ -131,7 +132,7 @@ type gateCaseView struct {
 
 func newWorkflowView(w store.Workflow) workflowView {
 	return workflowView{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: w.Status,
-		PolicyRevision: w.PolicyRevision, Created: w.Created, Updated: w.Updated}
+		PolicyRevision: w.PolicyRevision, Created: w.Created, Updated: w.Updated, AgentVersion: w.AgentVersion}
 }
 
 // snapshotView is a workflow with its steps, from one engine read.
@@ -253,6 +254,9 @@ type (
 	switchesAnswer struct {
 		Switches map[tool.Name]bool `json:"switches"`
 	}
+	modesAnswer struct {
+		Modes []modeView `json:"modes"`
+	}
 	switchAnswer struct {
 		Tool    tool.Name `json:"tool"`
 		Enabled bool      `json:"enabled"`
@@ -261,3 +265,52 @@ type (
 		Epoch int `json:"epoch"`
 	}
 )
+
+// modeView is one tool's stage of autonomy: the mode in force for agent
+// versions whose breaker has not tripped, where it comes from, and the
+// breakers that hold failures (a tripped one runs the tool in
+// approval_only for its agent version until an operator sets the mode).
+type modeView struct {
+	Tool    tool.Name   `json:"tool"`
+	Mode    policy.Mode `json:"mode"`
+	Default policy.Mode `json:"default"`
+	// SetBy, Reason and SetAt are the operator's last setting; absent while
+	// the bundle's default applies.
+	SetBy    string        `json:"set_by,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	SetAt    *time.Time    `json:"set_at,omitempty"`
+	Breakers []breakerView `json:"breakers"`
+}
+
+// breakerView is one agent version's breaker for a tool.
+type breakerView struct {
+	AgentVersion string `json:"agent_version"`
+	// Failures is how many failures the window held at the last one.
+	Failures int              `json:"failures"`
+	Tripped  bool             `json:"tripped"`
+	Trip     *breakerTripView `json:"trip,omitempty"`
+}
+
+// breakerTripView is what tripped a breaker and when.
+type breakerTripView struct {
+	At            time.Time `json:"at"`
+	Failures      int       `json:"failures"`
+	WindowSeconds int64     `json:"window_seconds"`
+	Last          string    `json:"last"`
+}
+
+func newModeView(m engine.ToolMode) modeView {
+	v := modeView{Tool: m.Tool, Mode: m.Mode, Default: m.Default, Breakers: make([]breakerView, 0, len(m.Breakers))}
+	if m.Set != nil {
+		at := m.Set.At
+		v.SetBy, v.Reason, v.SetAt = m.Set.By, m.Set.Reason, &at
+	}
+	for _, b := range m.Breakers {
+		bv := breakerView{AgentVersion: b.AgentVersion, Failures: len(b.Failures), Tripped: b.Tripped()}
+		if b.Trip != nil {
+			bv.Trip = &breakerTripView{At: b.Trip.At, Failures: b.Trip.Failures, WindowSeconds: b.Trip.WindowSeconds, Last: b.Trip.Last}
+		}
+		v.Breakers = append(v.Breakers, bv)
+	}
+	return v
+}

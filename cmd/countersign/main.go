@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(),
 		newAuditCmd(),
 		newReconcileCmd(),
+		newShadowCmd(),
 		newDemoCmd(),
 		newDrillCmd(),
 		newBenchCmd(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -70,45 +71,67 @@ could not run.`,
 }
 
 // reconcileDir opens the dev layout under dir for reading and runs one
-// reconciliation. It opens the simulators' files itself rather than
-// starting the dev stack: starting it would resume in-flight workflows,
-// dispatching refunds before they could be reported.
+// reconciliation.
 func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
-	storePath := filepath.Join(dir, stack.StoreFile)
-	for _, p := range []string{storePath, filepath.Join(dir, devstack.LedgerDir, ledger.FileName), filepath.Join(dir, devstack.OrdersDir, orders.FileName)} {
-		if _, err := os.Stat(p); err != nil {
-			return reconcile.Report{}, fmt.Errorf("no countersign data at %s (is %s the --data of countersign serve --dev?): %w", p, dir, err)
-		}
-	}
-	db, err := store.Open(storePath, store.Options{})
-	if errors.Is(err, store.ErrLocked) {
-		return reconcile.Report{}, fmt.Errorf("%w: a sidecar is running over %s; stop it (SIGTERM) and run reconcile again, "+
-			"or ask the running sidecar (POST /v1/reconciliations)", err, dir)
-	}
+	job, closeAll, err := offlineJob(dir)
 	if err != nil {
 		return reconcile.Report{}, err
 	}
-	defer db.Close()
+	defer closeAll()
+	return job.Run(ctx)
+}
+
+// offlineJob opens the dev layout under dir for reading and returns a
+// reconciliation job over it, and what closes it. It opens the
+// simulators' files itself rather than starting the dev stack: starting it
+// would resume in-flight workflows, dispatching refunds before they could
+// be reported.
+func offlineJob(dir string) (job *reconcile.Job, closeAll func(), err error) {
+	storePath := filepath.Join(dir, stack.StoreFile)
+	for _, p := range []string{storePath, filepath.Join(dir, devstack.LedgerDir, ledger.FileName), filepath.Join(dir, devstack.OrdersDir, orders.FileName)} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, nil, fmt.Errorf("no countersign data at %s (is %s the --data of countersign serve --dev?): %w", p, dir, err)
+		}
+	}
+	var closers []func() error
+	cleanup := func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	db, err := store.Open(storePath, store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, nil, fmt.Errorf("%w: a sidecar is running over %s; stop it (SIGTERM) and run the command again, "+
+			"or ask the running sidecar over its API", err, dir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, db.Close)
 	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS})
 	if err != nil {
-		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
+		return nil, nil, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
 	}
-	defer led.Close()
+	closers = append(closers, led.Close)
 	ord, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devstack.OrdersDir), JWKSURL: offlineJWKS}})
 	if err != nil {
-		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim orders over %s", err, dir)
+		return nil, nil, fmt.Errorf("%w: stop any countersign sim orders over %s", err, dir)
 	}
-	defer ord.Close()
-
-	job, err := reconcile.New(reconcile.Options{
+	closers = append(closers, ord.Close)
+	job, err = reconcile.New(reconcile.Options{
 		Records:   reconcile.FromStore(db),
 		Ledger:    reconcile.LedgerFunc(func(context.Context) ([]dispatch.Entry, error) { return ledgerEntries(led) }),
 		Shipments: reconcile.ShipmentsFunc(func(context.Context) ([]dispatch.Shipment, error) { return allShipments(ord) }),
 	})
 	if err != nil {
-		return reconcile.Report{}, err
+		return nil, nil, err
 	}
-	return job.Run(ctx)
+	return job, cleanup, nil
 }
 
 // ledgerEntries reads the ledger's entries through its Go API, in the shape

@@ -25,6 +25,8 @@ const (
 	KindBundle       Kind = "bundle"       // a bundle activation attempt, with the gate's result
 	KindCompensation Kind = "compensation" // a ratification or a reversal
 	KindAlert        Kind = "alert"        // a monitor's alert
+	KindMode         Kind = "mode"         // a tool's mode set by an operator (and its breakers reset)
+	KindBreaker      Kind = "breaker"      // a breaker tripped: a tool in approval_only for one agent version
 )
 
 // Actors that are not people. A person is recorded by the sub of the token

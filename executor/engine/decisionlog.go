@@ -45,6 +45,12 @@ type LogEntry struct {
 	Decision string    `json:"decision"`
 	Rule     string    `json:"rule"`
 	Revision string    `json:"revision"`
+	// AgentVersion is the workflow's agent version, Mode the tool's mode
+	// the decision was acted on under, Shadow whether that was shadow
+	// (nothing dispatched).
+	AgentVersion string `json:"agent_version,omitempty"`
+	Mode         string `json:"mode,omitempty"`
+	Shadow       bool   `json:"shadow,omitempty"`
 }
 
 // LogResult is the call policy's result object.
@@ -77,6 +83,7 @@ func NewLogEntry(d store.Decision) LogEntry {
 		Bundles: LogBundles{Countersign: LogBundle{Revision: d.Revision, Digest: d.Digest}},
 		Seq:     d.Seq, At: d.At, Workflow: d.Workflow, N: d.N, User: d.User, Tool: d.Tool, Args: d.Args,
 		Decision: d.Decision, Rule: d.Rule, Revision: d.Revision,
+		AgentVersion: d.AgentVersion, Mode: d.Mode, Shadow: d.Shadow,
 	}
 }
 

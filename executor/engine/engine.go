@@ -63,6 +63,11 @@ type Controls struct {
 	// http.send or read the wall clock. The policy engine enforces it:
 	// whoever builds it passes it on.
 	RestrictedBuiltins bool
+	// Breaker counts each agent version's semantic failures per tool and,
+	// over the bundle's thresholds, runs that tool for that version in
+	// approval_only; removed, an agent that keeps failing keeps its
+	// autonomy.
+	Breaker bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -71,6 +76,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
+		Breaker: true,
 	}
 }
 
@@ -79,6 +85,9 @@ type Policy interface {
 	Decide(ctx context.Context, in policy.Input) (policy.Result, error)
 	CheckApprover(ctx context.Context, in policy.ApproverInput) (policy.Refusal, error)
 	Limits() (policy.Limits, error)
+	// Autonomy is the active bundle's default modes and breaker
+	// thresholds.
+	Autonomy() (policy.Autonomy, error)
 	Revision() string
 	// Active is the active bundle (nil: none), whose digest the decision
 	// log records.
@@ -173,6 +182,8 @@ type Observer interface {
 	StepFinished(s store.Step, took time.Duration)
 	ApprovalChanged(a store.Approval)
 	DispatchFailed(tool tool.Name, class string)
+	// BreakerTripped is told once per trip, after it is durable.
+	BreakerTripped(b store.Breaker)
 }
 
 type nopObserver struct{}
@@ -181,6 +192,7 @@ func (nopObserver) Decided(store.Decision)                 {}
 func (nopObserver) StepFinished(store.Step, time.Duration) {}
 func (nopObserver) ApprovalChanged(store.Approval)         {}
 func (nopObserver) DispatchFailed(tool.Name, string)       {}
+func (nopObserver) BreakerTripped(store.Breaker)           {}
 
 // Engine runs workflows. It is safe for concurrent use; steps of one
 // workflow run one at a time.

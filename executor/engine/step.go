@@ -56,6 +56,7 @@ func (e *Engine) normalize(name tool.Name, raw json.RawMessage) (tool.Args, stri
 func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage) (store.Step, error) {
 	args, claimed, err := e.normalize(name, raw)
 	if err != nil {
+		e.schemaFailure(p, wfID, name, err)
 		return store.Step{}, err
 	}
 	defer e.lock(wfID)()
@@ -381,6 +382,7 @@ func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, 
 	if r.decided.Seq != 0 {
 		e.obs.Decided(r.decided)
 	}
+	e.tripped(r.tripped)
 	for _, a := range r.changed {
 		e.obs.ApprovalChanged(a)
 	}
@@ -456,6 +458,8 @@ type reservation struct {
 	atAdmission bool
 	// failed: a proposal was admitted but its decision failed.
 	failed error
+	// tripped is the breaker this decision's failure tripped, if it did.
+	tripped *store.Breaker
 }
 
 // batch runs fn in a group commit and returns its outcome once durable.
@@ -495,14 +499,28 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	if err != nil {
 		return r, &undecided{fmt.Errorf("decide %s/%d: %w", w.ID, n, err)}
 	}
-	res, err := e.decide(ctx, tx, w, &r, f, lim, v)
+	mode, err := e.modeFor(tx, w, r.step.Tool)
 	if err != nil {
 		return r, err
+	}
+	res, err := e.decide(ctx, tx, w, &r, f, lim, v, mode)
+	if err != nil {
+		return r, err
+	}
+	if mode == policy.ModeShadow {
+		return e.shadow(tx, r, now)
+	}
+	if mode == policy.ModeApprovalOnly && res.Decision == policy.Allow {
+		res.Decision, res.Rule = policy.RequireApproval, RuleApprovalOnly
+		r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
 	}
 	switch res.Decision {
 	case policy.Allow:
 		return e.allow(tx, w, r, f, now)
 	case policy.Deny:
+		if r.tripped, err = e.countFailure(tx, w, r.step.Tool, "policy_denied "+res.Rule, now); err != nil {
+			return r, err
+		}
 		return e.deny(tx, r, res.Rule, now)
 	case policy.RequireApproval:
 		return e.requireApproval(tx, w, r, f, lim, now)
@@ -512,9 +530,9 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 
 // decide takes the verdict made outside the writer if its facts still
 // hold in tx, and otherwise asks the policy again here; it logs the
-// decision and audits it. A policy that fails leaves the step unchanged
-// (fail closed).
-func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, v verdict) (policy.Result, error) {
+// decision, with the mode it is acted on under, and audits it. A policy
+// that fails leaves the step unchanged (fail closed).
+func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, v verdict, mode policy.Mode) (policy.Result, error) {
 	s, now := r.step, v.now
 	in := e.input(tx, w, s, f, lim, now)
 	res := v.result
@@ -532,12 +550,13 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 		ID: ulid.Make().String(), At: now, Path: DecisionPath, Input: doc,
 		Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
 		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision, Digest: e.digest(res.Revision),
+		AgentVersion: w.AgentVersion, Mode: string(mode), Shadow: mode == policy.ModeShadow,
 	}); err != nil {
 		return res, err
 	}
 	r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
 	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
-		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision,
+		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),
 	}))
 }
 
@@ -670,8 +689,12 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 	s = e.outcome(s, result, derr, e.clock.Now())
 	if derr == nil && e.recoverable(s) {
 		e.recordLater(s)
-	} else if err := e.db.Batch(func(tx *store.Tx) error { return e.recordTx(tx, s) }); err != nil {
-		return s, err
+	} else {
+		tripped, err := batch(e.db, func(tx *store.Tx) (*store.Breaker, error) { return e.recordTx(tx, s) })
+		if err != nil {
+			return s, err
+		}
+		e.tripped(tripped)
 	}
 	var refused *Refused
 	var retErr error
@@ -715,7 +738,10 @@ func (e *Engine) recoverable(s store.Step) bool {
 // for resume to resolve.
 func (e *Engine) recordLater(s store.Step) {
 	durable := make(chan struct{})
-	committed := e.db.Enqueue(func(tx *store.Tx) error { return e.recordTx(tx, s) })
+	committed := e.db.Enqueue(func(tx *store.Tx) error {
+		_, err := e.recordTx(tx, s) // a done step fails nothing: no breaker trips
+		return err
+	})
 	e.locks.holdUntil(s.Workflow, durable)
 	go func() {
 		defer close(durable)
@@ -748,8 +774,11 @@ func (e *Engine) outcome(s store.Step, result json.RawMessage, derr error, now t
 	return s
 }
 
-// recordTx stores the outcome s and audits it. It can run again.
-func (e *Engine) recordTx(tx *store.Tx, s store.Step) error {
+// recordTx stores the outcome s and audits it. A refusal downstream or an
+// unknown outcome, the first time the step enters it, counts against the
+// breaker of the workflow's agent version; recordTx returns the breaker
+// if that tripped it. It can run again.
+func (e *Engine) recordTx(tx *store.Tx, s store.Step) (*store.Breaker, error) {
 	detail := map[string]any{"status": string(s.Status)}
 	if s.Note != "" {
 		detail["note"] = s.Note
@@ -758,9 +787,35 @@ func (e *Engine) recordTx(tx *store.Tx, s store.Step) error {
 		detail["result"] = json.RawMessage(s.Result)
 	}
 	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, detail)); err != nil {
-		return err
+		return nil, err
 	}
-	return e.putStep(tx, s)
+	tripped, err := e.outcomeFailure(tx, s)
+	if err != nil {
+		return nil, err
+	}
+	return tripped, e.putStep(tx, s)
+}
+
+// outcomeFailure counts s against its breaker if it newly ended refused by
+// a system of record or unknown.
+func (e *Engine) outcomeFailure(tx *store.Tx, s store.Step) (*store.Breaker, error) {
+	var what string
+	switch {
+	case s.Status == store.StepDenied && s.Refusal != "":
+		what = "refused_downstream " + s.Refusal
+	case s.Status == store.StepUnknown:
+		what = "outcome_unknown"
+	default:
+		return nil, nil
+	}
+	if old, err := tx.Step(s.Workflow, s.N); err == nil && old.Status == s.Status {
+		return nil, nil // recorded before: counted then
+	}
+	w, err := tx.Workflow(s.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	return e.countFailure(tx, w, s.Tool, what, e.clock.Now())
 }
 
 // recover continues a step that a crash or a lost answer left started or

@@ -42,10 +42,27 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
 
-// CreateWorkflow opens a workflow for ticket on behalf of rep p. An empty id
-// gets a generated one. Asking again with the same id, ticket and rep
-// returns the existing workflow with created false.
+// CreateWorkflow opens a workflow for ticket on behalf of rep p, for an
+// agent that declares no version (OpenWorkflow says how).
 func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string) (w store.Workflow, created bool, err error) {
+	return e.OpenWorkflow(ctx, p, NewWorkflow{ID: id, Ticket: ticket})
+}
+
+// NewWorkflow is what an agent asks for when it opens a workflow.
+type NewWorkflow struct {
+	// ID is the workflow's id; empty gets a generated one.
+	ID     string
+	Ticket string
+	// AgentVersion is the agent's declared version (may be empty): the
+	// circuit breaker counts failures per tool and agent version.
+	AgentVersion string
+}
+
+// OpenWorkflow opens workflow nw on behalf of rep p. Asking again with the
+// same id, ticket and agent version for the same rep returns the existing
+// workflow with created false.
+func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w store.Workflow, created bool, err error) {
+	id, ticket := nw.ID, nw.Ticket
 	if p.Role != RoleRep {
 		return store.Workflow{}, false, fmt.Errorf("create workflow: only a rep's delegation can open one: %w", ErrForbidden)
 	}
@@ -58,12 +75,17 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 	if err := checkID("ticket", ticket); err != nil {
 		return store.Workflow{}, false, err
 	}
+	if nw.AgentVersion != "" {
+		if err := checkID("agent_version", nw.AgentVersion); err != nil {
+			return store.Workflow{}, false, err
+		}
+	}
 	now := e.clock.Now()
 	err = e.db.Batch(func(tx *store.Tx) error {
 		w, created = store.Workflow{}, false // this may run more than once
 		old, err := tx.Workflow(id)
 		if err == nil {
-			if old.Ticket != ticket || old.User != p.ID {
+			if old.Ticket != ticket || old.User != p.ID || old.AgentVersion != nw.AgentVersion {
 				return fmt.Errorf("workflow %q: %w", id, ErrWorkflowExists)
 			}
 			w = old
@@ -76,7 +98,7 @@ func (e *Engine) CreateWorkflow(ctx context.Context, p Person, id, ticket string
 			ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
 			Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
 				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
-			PolicyRevision: e.policy.Revision(), Created: now, Updated: now,
+			PolicyRevision: e.policy.Revision(), Created: now, Updated: now, AgentVersion: nw.AgentVersion,
 		}
 		created = true
 		return tx.CreateWorkflow(w)

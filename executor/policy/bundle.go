@@ -61,6 +61,7 @@ type Bundle struct {
 	digest   string
 	archive  []byte
 	limits   Limits
+	autonomy Autonomy
 	changes  []LimitChange
 	// forbidden is set when the production modules call a built-in outside
 	// Capabilities; the queries are then compiled without the allowlist,
@@ -83,6 +84,9 @@ func (b *Bundle) Archive() []byte { return b.archive }
 
 // Limits are the bundle's limits.
 func (b *Bundle) Limits() Limits { return b.limits }
+
+// Autonomy is what the bundle's data says of modes and the breaker.
+func (b *Bundle) Autonomy() Autonomy { return b.autonomy }
 
 // LimitChanges are the limit changes its .manifest declares.
 func (b *Bundle) LimitChanges() []LimitChange { return slices.Clone(b.changes) }
@@ -161,12 +165,17 @@ func LoadArchive(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	autonomy, err := decodeAutonomy(raw.Data)
+	if err != nil {
+		return nil, err
+	}
 	sum := sha256.Sum256(data)
 	b := &Bundle{
 		revision: raw.Manifest.Revision,
 		digest:   hex.EncodeToString(sum[:]),
 		archive:  bytes.Clone(data),
 		limits:   limits,
+		autonomy: autonomy,
 		changes:  changes,
 	}
 	if err := b.prepare(raw); err != nil {

@@ -115,6 +115,15 @@ func (e *Engine) Limits() (Limits, error) {
 	return b.limits, nil
 }
 
+// Autonomy returns the active bundle's modes and breaker thresholds.
+func (e *Engine) Autonomy() (Autonomy, error) {
+	b := e.active.Load()
+	if b == nil {
+		return Autonomy{}, ErrNoBundle
+	}
+	return b.autonomy, nil
+}
+
 // Activation says who activates a bundle and how. Whether By may break the
 // glass (the operator role) is for the caller to decide.
 type Activation struct {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/executor/strictjson"
+	"github.com/countersign/countersign/executor/tool"
 )
 
 // BaselineRevision is the release whose limits a candidate is compared
@@ -170,4 +173,66 @@ func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
 		out = append(out, CaseResult{Case: LimitChangeUndeclared, Expected: l.name + " " + strconv.FormatInt(from, 10), Got: got})
 	}
 	return out
+}
+
+// DefaultBreaker is the breaker of a bundle whose data has no
+// data.countersign.breaker: five semantic failures of one tool by one
+// agent version within ten minutes trip it.
+var DefaultBreaker = BreakerLimits{Window: 10 * time.Minute, MaxFailures: 5}
+
+// decodeAutonomy reads the optional data.countersign.modes ({"<tool>":
+// "shadow"|"approval_only"|"auto"}) and data.countersign.breaker
+// ({"window_seconds", "max_failures"}, each optional), reporting every
+// problem at once.
+func decodeAutonomy(data map[string]any) (Autonomy, error) {
+	cs, _ := data["countersign"].(map[string]any)
+	var problems []string
+	modes := map[tool.Name]Mode{}
+	if v, ok := cs["modes"]; ok {
+		raw, ok := v.(map[string]any)
+		if !ok {
+			problems = append(problems, `modes must be an object {"<tool>": "shadow"|"approval_only"|"auto"}`)
+		}
+		for name, m := range raw {
+			s, _ := m.(string)
+			switch {
+			case !validTool(tool.Name(name)):
+				problems = append(problems, fmt.Sprintf("modes: %q is not a tool", name))
+			case !Mode(s).Valid():
+				problems = append(problems, fmt.Sprintf("modes: %s must be shadow, approval_only or auto, got %v", name, m))
+			default:
+				modes[tool.Name(name)] = Mode(s)
+			}
+		}
+	}
+	b := DefaultBreaker
+	if v, ok := cs["breaker"]; ok {
+		raw, ok := v.(map[string]any)
+		if !ok {
+			problems = append(problems, `breaker must be an object {"window_seconds", "max_failures"}`)
+		}
+		for key, x := range raw {
+			n, ok := wholePositive(x)
+			switch {
+			case key != "window_seconds" && key != "max_failures":
+				problems = append(problems, fmt.Sprintf("breaker: unknown member %q (window_seconds, max_failures)", key))
+			case !ok || n > math.MaxInt32:
+				problems = append(problems, fmt.Sprintf("breaker: %s must be a whole number above zero, got %v", key, x))
+			case key == "window_seconds":
+				b.Window = time.Duration(n) * time.Second
+			default:
+				b.MaxFailures = int(n)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems) // map order would shuffle them
+		return Autonomy{}, fmt.Errorf("%w: data.countersign: %s", ErrInvalidBundle, strings.Join(problems, "; "))
+	}
+	return Autonomy{Modes: modes, Breaker: b}, nil
+}
+
+func validTool(name tool.Name) bool {
+	_, ok := tool.Lookup(name)
+	return ok
 }

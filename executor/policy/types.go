@@ -85,6 +85,26 @@ type Limits struct {
 	TokenTTL            time.Duration
 }
 
+// Autonomy is what a bundle's data says about the stages of autonomy,
+// beside its limits.
+type Autonomy struct {
+	// Modes are the default mode of each tool, from
+	// data.countersign.modes; a tool absent from it (or a bundle without
+	// it) is ModeAuto. An operator's PUT /v1/modes/{tool} overrides it.
+	Modes map[tool.Name]Mode
+	// Breaker is data.countersign.breaker, or DefaultBreaker when the
+	// bundle has none.
+	Breaker BreakerLimits
+}
+
+// Mode is the default mode of t.
+func (a Autonomy) Mode(t tool.Name) Mode {
+	if m, ok := a.Modes[t]; ok {
+		return m
+	}
+	return ModeAuto
+}
+
 // ApproverInput is one attempt by a person to approve a held call.
 type ApproverInput struct {
 	Approver  Approver
@@ -128,4 +148,33 @@ func (r Refusal) valid() bool {
 		return true
 	}
 	return false
+}
+
+// Mode is how far a tool is trusted to act on its own: the stages of
+// earned autonomy. The engine applies it after the call policy decides, so
+// a bundle release never has to change for a tool to move between stages.
+type Mode string
+
+// The modes, from the least autonomy to the most.
+const (
+	// ModeShadow decides every call exactly as in production and records
+	// the decision, but dispatches nothing and requests no approval.
+	ModeShadow Mode = "shadow"
+	// ModeApprovalOnly turns every ALLOW into REQUIRE_APPROVAL (rule
+	// mode-approval-only); a DENY stays a DENY.
+	ModeApprovalOnly Mode = "approval_only"
+	// ModeAuto acts on the policy's decision as it is.
+	ModeAuto Mode = "auto"
+)
+
+// Valid reports whether m is one of the three modes.
+func (m Mode) Valid() bool { return m == ModeShadow || m == ModeApprovalOnly || m == ModeAuto }
+
+// BreakerLimits are the thresholds of the circuit breaker on semantic
+// failures, from data.countersign.breaker: MaxFailures failures of one
+// tool by one agent version within Window trip that tool to approval_only
+// for that version.
+type BreakerLimits struct {
+	Window      time.Duration
+	MaxFailures int
 }

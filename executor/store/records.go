@@ -37,6 +37,10 @@ const (
 	StepDenied          StepStatus = "denied"
 	StepSuppressed      StepStatus = "suppressed"
 	StepCompensated     StepStatus = "compensated"
+	// StepShadowed: the tool is in shadow mode; the step was decided as
+	// in production and ended there, nothing dispatched, no approval
+	// requested, nothing spent.
+	StepShadowed StepStatus = "shadowed"
 )
 
 // Spent reports whether a refund step in this status counts against the
@@ -84,6 +88,10 @@ type Workflow struct {
 	Created        time.Time      `json:"created"`
 	Updated        time.Time      `json:"updated"`
 	Steps          int            `json:"steps"` // how many steps exist; the next is Steps+1
+	// AgentVersion is what the agent declared itself to be when it opened
+	// the workflow: the circuit breaker keeps a window per tool and
+	// version.
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 // Step is one proposed tool call and everything that happened to it.
@@ -167,6 +175,14 @@ type Decision struct {
 	Revision string          `json:"revision"`
 	// Digest is the sha256 of the bundle that answered.
 	Digest string `json:"digest,omitempty"`
+	// AgentVersion is the workflow's agent version.
+	AgentVersion string `json:"agent_version,omitempty"`
+	// Mode is the tool's mode when it was decided ("" before modes
+	// existed: auto). Decision and Rule stay the policy's answer; under
+	// approval_only an ALLOW was acted on as REQUIRE_APPROVAL.
+	Mode string `json:"mode,omitempty"`
+	// Shadow marks a decision made in shadow mode: nothing was dispatched.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // BundleStatus is the standing of one bundle activation attempt.

@@ -15,7 +15,7 @@ import (
 )
 
 var allStatuses = []store.StepStatus{store.StepPending, store.StepHeld, store.StepWaitingApproval, store.StepStarted,
-	store.StepUnknown, store.StepDone, store.StepDenied, store.StepSuppressed, store.StepCompensated}
+	store.StepUnknown, store.StepDone, store.StepDenied, store.StepSuppressed, store.StepCompensated, store.StepShadowed}
 
 // spendModel is what the window totals must be, computed the slow way
 // from every step the test wrote.

@@ -33,7 +33,8 @@ var (
 	bBlobs       = []byte("bundle_blobs")
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
-		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit}
+		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
+		bModes, bBreakers}
 )
 
 // Options tune Open. The zero value is what production uses.

@@ -1,6 +1,7 @@
 // Package telemetry turns what the engine records into Prometheus metrics:
 // decisions by outcome and rule, step latency, approvals by status and
-// dispatch errors by class. It implements engine.Observer.
+// dispatch errors by class, breaker trips by tool and agent version. It
+// implements engine.Observer.
 package telemetry
 
 import (
@@ -18,6 +19,7 @@ type Metrics struct {
 	steps     *prometheus.HistogramVec
 	approvals *prometheus.CounterVec
 	dispatch  *prometheus.CounterVec
+	trips     *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them with reg.
@@ -40,8 +42,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "countersign_dispatch_errors_total",
 			Help: "Dispatch errors by tool and class (refused, outcome_unknown, transient).",
 		}, []string{"tool", "class"}),
+		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_breaker_trips_total",
+			Help: "Circuit breaker trips (a tool put in approval_only for one agent version) by tool and agent version.",
+		}, []string{"tool", "agent_version"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.steps, m.approvals, m.dispatch} {
+	for _, c := range []prometheus.Collector{m.decisions, m.steps, m.approvals, m.dispatch, m.trips} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,4 +71,10 @@ func (m *Metrics) ApprovalChanged(a store.Approval) {
 // DispatchFailed counts a failed dispatch.
 func (m *Metrics) DispatchFailed(t tool.Name, class string) {
 	m.dispatch.WithLabelValues(string(t), class).Inc()
+}
+
+// BreakerTripped counts a trip of the breaker of a tool for an agent
+// version.
+func (m *Metrics) BreakerTripped(b store.Breaker) {
+	m.trips.WithLabelValues(b.Tool, b.AgentVersion).Inc()
 }

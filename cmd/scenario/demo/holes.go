@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/store"
@@ -259,4 +260,38 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// failingAgent: agent version v-bad proposes five refunds of a US order
+// for rep-ana (EU), each denied (R2), then, sixth, an in-policy $30
+// refund. Invariant: an agent version whose proposals keep failing pays
+// nothing more without a lead (the breaker holds its sixth for approval).
+func failingAgent(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
+	st, err := start(ctx, dir, setup{controls: c})
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer st.Close()
+	if _, _, err := st.Engine.OpenWorkflow(ctx, person("rep-ana"), engine.NewWorkflow{ID: "W1", Ticket: "T-W1", AgentVersion: "v-bad"}); err != nil {
+		return Outcome{}, err
+	}
+	for i := range 5 {
+		s, err := st.propose(ctx, "rep-ana", "W1", tool.IssueRefund, refundArgs("O-1003", money.Cents(1000+i)))
+		if err != nil {
+			return Outcome{}, err
+		}
+		if s.Status != store.StepDenied {
+			return Outcome{}, fmt.Errorf("bad proposal %d is %s, the scenario needs it denied", i+1, outcomeOf(s))
+		}
+	}
+	sixth, err := st.propose(ctx, "rep-ana", "W1", tool.IssueRefund, refundArgs("O-1001", 3000))
+	if err != nil {
+		return Outcome{}, err
+	}
+	refunds, err := st.refunds()
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Pass: len(refunds) == 0 && sixth.Status == store.StepWaitingApproval,
+		Evidence: fmt.Sprintf("5 denied (R2), the 6th %s; %s", outcomeOf(sixth), plural(len(refunds), "refund", "refunds"))}, nil
 }
