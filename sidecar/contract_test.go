@@ -262,15 +262,8 @@ func TestBadInput(t *testing.T) {
 	e.call(t, http.MethodGet, "/v1/workflows/W-no-ticket", "rep-ana", nil).want(t, http.StatusNotFound, "not_found")
 
 	// The same well-formed call works: the cases above failed for their
-	// flaw alone. It is made by another agent version: so many schema
-	// rejections tripped the breaker of the one that sent them, which now
-	// waits for a lead.
+	// flaw alone (an agent that declares no version has no breaker).
 	r, _ := e.propose(t, "rep-ana", "W-bad", "issue_refund", refund("O-1001", 3000))
-	if r.status != http.StatusAccepted || !strings.Contains(string(r.body), `"rule":"mode-approval-only"`) {
-		t.Errorf("after the bad input, W-bad's agent: %d %s, want 202 mode-approval-only", r.status, r.body)
-	}
-	e.openAs(t, "rep-ana", "W-good", "v-clean")
-	r, _ = e.propose(t, "rep-ana", "W-good", "issue_refund", refund("O-1005", 3000))
 	r.want(t, http.StatusOK, "")
 }
 

@@ -146,7 +146,12 @@ func (e *Engine) SetMode(ctx context.Context, by Person, name tool.Name, mode po
 // tripped it. The trip is audited in the same transaction; the caller
 // tells the observer once it is durable (e.tripped).
 func (e *Engine) countFailure(tx *store.Tx, w store.Workflow, name tool.Name, what string, now time.Time) (*store.Breaker, error) {
-	if !e.controls.Breaker {
+	if !e.controls.Breaker || w.AgentVersion == "" {
+		// The breaker is the agent version's ramp: an agent earns and
+		// loses autonomy under the version it declares. One that declares
+		// none is held by the policy and the approvals alone, so that a
+		// client's run of bad requests does not change the contract's
+		// answers for everyone without a version.
 		return nil, nil
 	}
 	lim := e.autonomy().Breaker
