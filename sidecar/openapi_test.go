@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/reconcile"
 )
 
@@ -124,6 +125,7 @@ var answers = map[string]reflect.Type{
 	"rollbackBundle 202":          typeOf[awaitingAnswer](),
 	"rollbackBundle 422":          typeOf[gateFailedBody](),
 	"getActiveBundle 200":         typeOf[bundleView](),
+	"getEffectiveness 200":        typeOf[effectiveness.Report](),
 	"listDecisions 200":           typeOf[decisionsAnswer](),
 	"listAudit 200":               typeOf[audit.Page](),
 	"verifyAudit 200":             typeOf[audit.Report](),

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -60,6 +61,7 @@ func (s *Server) routes() {
 	v1.GET("/modes", op(s.modes))
 	v1.PUT("/modes/:tool", op(s.setMode))
 	v1.GET("/shadow/report", op(s.shadowReport))
+	v1.GET("/effectiveness", s.role(engine.RoleOperator, engine.RoleLead)(s.effectiveness))
 	v1.POST("/credentials/epoch", op(s.raiseEpoch))
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
@@ -562,6 +564,23 @@ func (s *Server) shadowReport(c echo.Context) error {
 	r, err := s.opts.Reconcile.Shadow(c.Request().Context())
 	if err != nil {
 		return newError(http.StatusServiceUnavailable, "system_unavailable", "the shadow report could not read a system of record: %v", err)
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// effectiveness reports the controls' record per tool and agent version
+// since ?since= (RFC 3339; all time when absent).
+func (s *Server) effectiveness(c echo.Context) error {
+	var since time.Time
+	if v := c.QueryParam("since"); v != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339, v); err != nil {
+			return newError(http.StatusBadRequest, "invalid_query", "since: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", v)
+		}
+	}
+	r, err := effectiveness.Compute(s.opts.Store, since, s.opts.Clock.Now())
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, r)
 }

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"github.com/countersign/countersign/executor/clock"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,6 +51,8 @@ type Options struct {
 	Reconcile *reconcile.Job
 	// Unexplained is set to the last reconciliation's unexplained count.
 	Unexplained prometheus.Gauge
+	// Clock is the now of reports; nil means the wall clock.
+	Clock clock.Clock
 }
 
 // Server is the sidecar's HTTP server.
@@ -68,6 +71,9 @@ func New(opts Options) *Server {
 	}
 	if opts.BodyLimit == "" {
 		opts.BodyLimit = "1MiB"
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Wall{}
 	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
 	e := s.echo

@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		bundle,
 		newDecisionsCmd(),
+		newEffectivenessCmd(),
 		newTokenCmd(),
 		newSimCmd(),
 		newServeCmd(),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/monitor"
 	"github.com/countersign/countersign/executor/policy"
@@ -106,6 +107,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if st.Monitor, err = st.newMonitor(ctx, o, m.registry); err != nil {
+		return err
+	}
+	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
 		return err
 	}
 	st.Server = st.newServer(o, m)
@@ -217,7 +221,7 @@ func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
 	return sidecar.New(sidecar.Options{
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
-		Reconcile: st.Reconcile, Unexplained: m.unexplained,
+		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock,
 	})
 }
 

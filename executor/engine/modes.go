@@ -181,11 +181,12 @@ func (e *Engine) tripped(b *store.Breaker) {
 		"window_seconds", b.Trip.WindowSeconds, "last", b.Trip.Last)
 }
 
-// schemaFailure counts a proposal refused by the tool's schema against the
-// breaker of its workflow's agent version. A proposal to a workflow the
-// rep cannot act in, or of no known tool, counts nowhere.
+// schemaFailure records a proposal refused by the tool's schema (for the
+// control-effectiveness report) and counts it against the breaker of its
+// workflow's agent version. A proposal to a workflow the rep cannot act
+// in, or of no known tool, counts nowhere.
 func (e *Engine) schemaFailure(p Person, wfID string, name tool.Name, cause error) {
-	if !e.controls.Breaker || errors.Is(cause, tool.ErrUnknownTool) {
+	if errors.Is(cause, tool.ErrUnknownTool) {
 		return
 	}
 	b, err := batch(e.db, func(tx *store.Tx) (*store.Breaker, error) {
@@ -193,10 +194,14 @@ func (e *Engine) schemaFailure(p Person, wfID string, name tool.Name, cause erro
 		if err != nil {
 			return nil, nil
 		}
-		return e.countFailure(tx, w, name, "schema_rejected", e.clock.Now())
+		now := e.clock.Now()
+		if err := tx.AppendRejection(store.Rejection{At: now, Workflow: wfID, Tool: name, AgentVersion: w.AgentVersion, Reason: cause.Error()}); err != nil {
+			return nil, err
+		}
+		return e.countFailure(tx, w, name, "schema_rejected", now)
 	})
 	if err != nil {
-		e.log.Error("a schema rejection was not counted against the breaker", "workflow", wfID, "tool", name, "err", err)
+		e.log.Error("a schema rejection was not recorded", "workflow", wfID, "tool", name, "err", err)
 		return
 	}
 	e.tripped(b)

@@ -34,7 +34,7 @@ var (
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
-		bModes, bBreakers}
+		bModes, bBreakers, bRejections}
 )
 
 // Options tune Open. The zero value is what production uses.
