@@ -181,6 +181,10 @@ func (e *Engine) tripped(b *store.Breaker) {
 		"window_seconds", b.Trip.WindowSeconds, "last", b.Trip.Last)
 }
 
+// maxRejectionReason bounds the reason kept with a schema rejection: the
+// message names the field, never needs the caller's whole input.
+const maxRejectionReason = 256
+
 // schemaFailure records a proposal refused by the tool's schema (for the
 // control-effectiveness report) and counts it against the breaker of its
 // workflow's agent version. A proposal to a workflow the rep cannot act
@@ -195,7 +199,11 @@ func (e *Engine) schemaFailure(p Person, wfID string, name tool.Name, cause erro
 			return nil, nil
 		}
 		now := e.clock.Now()
-		if err := tx.AppendRejection(store.Rejection{At: now, Workflow: wfID, Tool: name, AgentVersion: w.AgentVersion, Reason: cause.Error()}); err != nil {
+		reason := cause.Error()
+		if len(reason) > maxRejectionReason {
+			reason = reason[:maxRejectionReason]
+		}
+		if err := tx.AppendRejection(store.Rejection{At: now, Workflow: wfID, Tool: name, AgentVersion: w.AgentVersion, Reason: reason}); err != nil {
 			return nil, err
 		}
 		return e.countFailure(tx, w, name, "schema_rejected", now)
