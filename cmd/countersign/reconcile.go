@@ -89,7 +89,7 @@ func reconcileDir(ctx context.Context, dir string) (reconcile.Report, error) {
 		return reconcile.Report{}, err
 	}
 	defer db.Close()
-	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS})
+	led, err := ledger.Open(ledger.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS}})
 	if err != nil {
 		return reconcile.Report{}, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
 	}

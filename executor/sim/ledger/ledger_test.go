@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/simclock"
 )
 
@@ -347,7 +348,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
+	e.serve(ledger.Options{Options: simserver.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))}})
 	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if r.status != 200 || r.entry(t).ID != "L1" {
 		t.Fatalf("replay after reopen: %d %s", r.status, r.body)
@@ -360,8 +361,8 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 
 func TestOpenValidates(t *testing.T) {
 	for name, o := range map[string]ledger.Options{
-		"no data dir": {JWKSURL: "http://127.0.0.1:1/jwks.json"},
-		"no keys":     {DataDir: t.TempDir()},
+		"no data dir": {Options: simserver.Options{JWKSURL: "http://127.0.0.1:1/jwks.json"}},
+		"no keys":     {Options: simserver.Options{DataDir: t.TempDir()}},
 	} {
 		if srv, err := ledger.Open(o); err == nil {
 			_ = srv.Close()
@@ -403,7 +404,7 @@ func TestCapturedTokenReplayed(t *testing.T) {
 				if err := e.srv.Close(); err != nil {
 					t.Fatal(err)
 				}
-				e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
+				e.serve(ledger.Options{Options: simserver.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))}})
 			}
 			r := e.must("POST", "/refunds", captured, tc.key, refund30)
 			if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {
