@@ -25,13 +25,14 @@ const (
 	NarrowDelegation       Control = "narrow_delegation"
 	ResolveByReference     Control = "resolve_by_reference"
 	RestrictedBuiltins     Control = "restricted_builtins"
+	LinePricing            Control = "line_pricing"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference, RestrictedBuiltins}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins, LinePricing}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -66,6 +67,8 @@ func Without(cs ...Control) engine.Controls {
 			c.ResolveByReference = false
 		case RestrictedBuiltins:
 			c.RestrictedBuiltins = false
+		case LinePricing:
+			c.LinePricing = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

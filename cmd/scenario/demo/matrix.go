@@ -62,6 +62,7 @@ func Checks() []Check {
 		{Test: "narrower token in an older workflow", Removes: []Control{NarrowDelegation}, Run: narrowedToken},
 		{Test: "unknown reship, another workflow ships", Removes: []Control{ResolveByReference}, Run: unknownReshipCredit},
 		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
+		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
 	}
 }
 
