@@ -421,3 +421,22 @@ func TestCapturedTokenReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestLineRefundWithoutOrderSystem: a ledger started without the order
+// system cannot check a line, so it refuses line-item refunds (503) and
+// makes no entry; a refund by amount still works.
+func TestLineRefundWithoutOrderSystem(t *testing.T) {
+	e := start(t)
+	call := actorcheck.LineRefundCall("O-1001", "L2", 1, 1200)
+	tok := e.iss.MintWith(t, "rep-ana", "ledger", "refund", 50000, call, map[string]any{"key": "K1", "line": "L2", "quantity": 1})
+	r := e.must("POST", "/refunds", tok, "K1", `{"order":"O-1001","amount":1200,"line":"L2","quantity":1}`)
+	if r.status != 503 || r.code(t) != ledger.CodeLineCheckUnavailable {
+		t.Fatalf("line refund without the order system: %d %s", r.status, r.body)
+	}
+	if r := e.must("POST", "/refunds", e.refundToken("K2", "O-1001", 1200), "K2", `{"order":"O-1001","amount":1200}`); r.status != 201 {
+		t.Fatalf("refund by amount: %d %s", r.status, r.body)
+	}
+	if all, err := e.srv.Entries(); err != nil || len(all) != 1 {
+		t.Fatalf("entries %v %v, want the refund by amount only", all, err)
+	}
+}
