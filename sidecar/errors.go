@@ -83,6 +83,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusUnprocessableEntity, "invalid_args", "%v", se)
 	case errors.As(err, &ie):
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "%v", ie)
+	case errors.Is(err, engine.ErrAmountMismatch):
+		return newError(http.StatusUnprocessableEntity, "amount_mismatch", "%v", err)
 	case errors.Is(err, tool.ErrUnknownTool):
 		return newError(http.StatusNotFound, "unknown_tool", "%v", err)
 	case errors.As(err, &ar):

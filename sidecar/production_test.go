@@ -36,7 +36,7 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 	ln.Close()
 	jwks := "http://" + addr + "/.well-known/jwks.json"
 
-	lg, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, "ext-ledger"), JWKSURL: jwks})
+	lg, err := ledger.Open(ledger.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-ledger"), JWKSURL: jwks}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,10 +66,13 @@ type stepApprovalView struct {
 }
 
 // argsView shows exactly the fields of the tool's schema: a refund's amount
-// is shown even if zero, and no other tool shows one.
+// is shown even if zero, and no other tool shows one; a line-item refund
+// shows its line and quantity too.
 type argsView struct {
-	Order  string       `json:"order"`
-	Amount *money.Cents `json:"amount,omitempty"`
+	Order    string       `json:"order"`
+	Amount   *money.Cents `json:"amount,omitempty"`
+	Line     string       `json:"line,omitempty"`
+	Quantity int64        `json:"quantity,omitempty"`
 }
 
 // approvalView is one approval request.
@@ -163,7 +166,7 @@ func newStepView(st store.Step, a *store.Approval) stepView {
 func newArgsView(name tool.Name, a tool.Args) argsView {
 	v := argsView{Order: a.Order}
 	if name == tool.IssueRefund {
-		v.Amount = &a.Amount
+		v.Amount, v.Line, v.Quantity = &a.Amount, a.Line, a.Quantity
 	}
 	return v
 }

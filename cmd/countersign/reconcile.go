@@ -113,7 +113,7 @@ func offlineJob(dir string) (job *reconcile.Job, closeAll func(), err error) {
 		return nil, nil, err
 	}
 	closers = append(closers, db.Close)
-	led, err := ledger.Open(ledger.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS})
+	led, err := ledger.Open(ledger.Options{Options: simserver.Options{DataDir: filepath.Join(dir, devstack.LedgerDir), JWKSURL: offlineJWKS}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: stop any countersign sim ledger over %s", err, dir)
 	}

@@ -32,9 +32,9 @@ var (
 
 func newSimCmd() *cobra.Command {
 	var (
-		listen, data, jwks string
-		maxAge             time.Duration
-		faults             fault.Faults
+		listen, data, jwks, ordersURL string
+		maxAge                        time.Duration
+		faults                        fault.Faults
 	)
 	cmd := &cobra.Command{
 		Use:   "sim ledger|orders --data DIR --jwks URL",
@@ -49,7 +49,7 @@ system is seeded with the Quillfeather orders the first time.
 
 Fault flags (never on by default) inject what the crash matrix and
 reconciliation need; they can be changed later with PUT /_sim/faults.`,
-		Example: `  countersign sim ledger --listen 127.0.0.1:7402 --data /tmp/cs/ledger --jwks http://127.0.0.1:7400/.well-known/jwks.json
+		Example: `  countersign sim ledger --listen 127.0.0.1:7402 --data /tmp/cs/ledger --jwks http://127.0.0.1:7400/.well-known/jwks.json --orders http://127.0.0.1:7403
   countersign sim orders --data /tmp/cs/orders --jwks http://127.0.0.1:7400/.well-known/jwks.json --lose-response 1`,
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: []string{"ledger", "orders"},
@@ -67,7 +67,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 			)
 			switch args[0] {
 			case "ledger":
-				srv, err = ledger.Open(ledger.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log})
+				srv, err = ledger.Open(ledger.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, OrdersURL: ordersURL})
 			case "orders":
 				if faults.WrongAmount != 0 {
 					return errors.New("--wrong-amount applies to the ledger only")
@@ -104,6 +104,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "listen address (port 0 picks a free port; the address is printed)")
 	f.StringVar(&data, "data", "", "data directory for the bbolt file")
 	f.StringVar(&jwks, "jwks", "", "URL of the sidecar's JWKS")
+	f.StringVar(&ordersURL, "orders", "", "ledger: base URL of the order system, where line-item refunds are booked (without it the ledger refunds by amount only)")
 	f.DurationVar(&maxAge, "jwks-max-age", actorcheck.DefaultMaxAge, "re-fetch the JWKS when the cached copy is older (0: every request)")
 	f.IntVar(&faults.LoseResponse, "lose-response", 0, "commit the next N writes, then drop the connection without answering")
 	f.IntVar(&faults.DelayMS, "delay-ms", 0, "wait this many milliseconds before answering every request")

@@ -111,7 +111,12 @@ const (
 func FixtureOrders() []orders.Order {
 	var out []orders.Order
 	for _, o := range fixture.Orders() {
-		out = append(out, orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status})
+		ord := orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status}
+		for _, l := range o.Lines {
+			ord.Lines = append(ord.Lines, orders.Line{ID: l.ID, SKU: l.SKU, Description: l.Description,
+				UnitAmount: int64(l.UnitAmount), Quantity: l.Quantity, RefundedQuantity: l.RefundedQuantity})
+		}
+		out = append(out, ord)
 	}
 	return out
 }
@@ -193,18 +198,19 @@ func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
 		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, JWKSMaxAge: actorcheck.DefaultMaxAge,
 			Clock: o.Clock, Logger: o.Logger, AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
 	}
-	if st.Ledger, err = ledger.Open(sim(LedgerDir)); err != nil {
-		return err
-	}
-	st.closers = append(st.closers, st.Ledger.Close)
+	// The order system first: the ledger books line-item refunds there.
 	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders()}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)
-	if st.Endpoints.Ledger, err = st.serve("ledger", st.Ledger); err != nil {
+	if st.Endpoints.Orders, err = st.serve("orders", st.Orders); err != nil {
 		return err
 	}
-	if st.Endpoints.Orders, err = st.serve("orders", st.Orders); err != nil {
+	if st.Ledger, err = ledger.Open(ledger.Options{Options: sim(LedgerDir), OrdersURL: st.Endpoints.Orders}); err != nil {
+		return err
+	}
+	st.closers = append(st.closers, st.Ledger.Close)
+	if st.Endpoints.Ledger, err = st.serve("ledger", st.Ledger); err != nil {
 		return err
 	}
 	return st.startIdP(o)

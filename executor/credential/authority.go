@@ -201,6 +201,8 @@ type payload struct {
 	Call  string      `json:"call"`
 	Key   string      `json:"key,omitempty"`
 	Ref   string      `json:"ref,omitempty"`
+	Line  string      `json:"line,omitempty"`
+	Qty   int64       `json:"quantity,omitempty"`
 	JTI   string      `json:"jti"`
 	IAT   int64       `json:"iat"`
 	Exp   int64       `json:"exp"`
@@ -233,6 +235,8 @@ func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 		Call:  c.Call,
 		Key:   c.Key,
 		Ref:   c.Reference,
+		Line:  c.Line,
+		Qty:   c.Quantity,
 		JTI:   rand.Text(),
 		IAT:   iat,
 		Exp:   iat + a.ttl,
@@ -268,6 +272,8 @@ func (c Claims) validate() error {
 		return &ClaimError{Claim: "call", Reason: "is empty: bind the token to the call hash of the exact call"}
 	case c.Max < 0:
 		return &ClaimError{Claim: "max", Reason: fmt.Sprintf("is negative (%d cents)", int64(c.Max))}
+	case (c.Line == "") != (c.Quantity == 0) || c.Quantity < 0:
+		return &ClaimError{Claim: "quantity", Reason: fmt.Sprintf("%d with line %q: a line-item refund names both, a positive quantity and its line", c.Quantity, c.Line)}
 	}
 	return nil
 }

@@ -19,4 +19,10 @@ type Claims struct {
 	// (claim ref, omitted when empty); the order system stores it with
 	// the shipment.
 	Reference string
+	// Line and Quantity name the one line-item refund the token is for
+	// (claims line and quantity, omitted when empty): the ledger checks
+	// them against its request and, through the order system, against
+	// the order's line.
+	Line     string
+	Quantity int64
 }

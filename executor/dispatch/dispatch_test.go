@@ -73,7 +73,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(jwks.Close)
 	w := &world{t: t, auth: auth, minter: &countingMinter{a: auth}}
 	dir := t.TempDir()
-	w.ledger, err = ledger.Open(ledger.Options{DataDir: dir, JWKSURL: jwks.URL, JWKSMaxAge: time.Second, NoSync: true})
+	w.ledger, err = ledger.Open(ledger.Options{Options: simserver.Options{DataDir: dir, JWKSURL: jwks.URL, JWKSMaxAge: time.Second, NoSync: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestTransient(t *testing.T) {
 	// A 5xx before any effect: the ledger cannot fetch the JWKS.
 	lost := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(lost.Close)
-	blind, err := ledger.Open(ledger.Options{DataDir: t.TempDir(), JWKSURL: lost.URL})
+	blind, err := ledger.Open(ledger.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: lost.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,8 @@ type Call struct {
 	Max money.Cents
 	// Tool is issue_refund, reship_order, lookup_order or ReverseRefund.
 	Tool tool.Name
-	// Args are the normalized arguments (order, amount).
+	// Args are the normalized arguments (order, amount; for a line-item
+	// refund also its line and quantity, which the token binds).
 	Args tool.Args
 	// Entry is the ledger entry to reverse (ReverseRefund only).
 	Entry string
@@ -181,8 +182,9 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (Result, error) {
 // retry with the same key and a fresh token.
 func (d *Dispatcher) Refund(ctx context.Context, c Call) (Result, error) {
 	claims := d.claims(c, tool.CallHash(tool.IssueRefund, c.Args))
+	claims.Line, claims.Quantity = c.Args.Line, c.Args.Quantity
 	return d.ledgerWrite(ctx, c, claims, func(ctx context.Context, key, token string) (Entry, error) {
-		return d.ledger.Refund(ctx, key, c.Args.Order, c.Args.Amount, token)
+		return d.ledger.Refund(ctx, key, c.Args, token)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/tool"
 )
 
 // Entry is a ledger entry as the ledger answers it.
@@ -15,6 +16,8 @@ type Entry struct {
 	Kind     string      `json:"kind"` // refund, reversal or external
 	Order    string      `json:"order"`
 	Amount   money.Cents `json:"amount"`
+	Line     string      `json:"line,omitempty"`
+	Quantity int64       `json:"quantity,omitempty"`
 	Key      string      `json:"key"`
 	By       string      `json:"by"`
 	Agent    string      `json:"agent,omitempty"`
@@ -32,6 +35,17 @@ type Order struct {
 	Customer string      `json:"customer"`
 	Paid     money.Cents `json:"paid"`
 	Status   string      `json:"status"`
+	Lines    []Line      `json:"lines"`
+}
+
+// Line is one line of an order as the order system answers it.
+type Line struct {
+	ID               string      `json:"id"`
+	SKU              string      `json:"sku"`
+	Description      string      `json:"description"`
+	UnitAmount       money.Cents `json:"unit_amount"`
+	Quantity         int64       `json:"quantity"`
+	RefundedQuantity int64       `json:"refunded_quantity"`
 }
 
 // Shipment is one shipment of an order.
@@ -55,13 +69,16 @@ func NewLedger(baseURL string, hc *http.Client) *Ledger {
 	return &Ledger{c: newClient("ledger", baseURL, hc)}
 }
 
-// Refund posts a refund with an idempotency key (none when empty) and an
-// actor token bound to issue_refund {amount, order}.
-func (l *Ledger) Refund(ctx context.Context, key, order string, amount money.Cents, token string) (Entry, error) {
+// Refund posts a refund of a (order and amount, and for a line-item
+// refund its line and quantity) with an idempotency key (none when empty)
+// and an actor token bound to that call.
+func (l *Ledger) Refund(ctx context.Context, key string, a tool.Args, token string) (Entry, error) {
 	body := struct {
-		Order  string      `json:"order"`
-		Amount money.Cents `json:"amount"`
-	}{order, amount}
+		Order    string      `json:"order"`
+		Amount   money.Cents `json:"amount"`
+		Line     string      `json:"line,omitempty"`
+		Quantity int64       `json:"quantity,omitempty"`
+	}{a.Order, a.Amount, a.Line, a.Quantity}
 	return l.write(ctx, request{method: http.MethodPost, path: "/refunds", token: token, key: key, body: body})
 }
 

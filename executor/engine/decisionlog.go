@@ -107,16 +107,28 @@ type userDocument struct {
 }
 
 type argsDocument struct {
-	Order  string      `json:"order"`
-	Amount money.Cents `json:"amount"`
+	Order    string      `json:"order"`
+	Amount   money.Cents `json:"amount"`
+	Line     string      `json:"line,omitempty"`
+	Quantity int64       `json:"quantity,omitempty"`
 }
 
 type orderDocument struct {
-	ID       string      `json:"id"`
-	Region   string      `json:"region"`
-	Customer string      `json:"customer"`
-	Paid     money.Cents `json:"paid"`
-	Status   string      `json:"status"`
+	ID       string         `json:"id"`
+	Region   string         `json:"region"`
+	Customer string         `json:"customer"`
+	Paid     money.Cents    `json:"paid"`
+	Status   string         `json:"status"`
+	Lines    []lineDocument `json:"lines"`
+}
+
+type lineDocument struct {
+	ID               string      `json:"id"`
+	SKU              string      `json:"sku"`
+	Description      string      `json:"description"`
+	UnitAmount       money.Cents `json:"unit_amount"`
+	Quantity         int64       `json:"quantity"`
+	RefundedQuantity int64       `json:"refunded_quantity"`
 }
 
 type totalsDocument struct {
@@ -130,7 +142,7 @@ type totalsDocument struct {
 // JSON: what the decision log records as a decision's input.
 func MarshalInput(in policy.Input) (json.RawMessage, error) {
 	doc := inputDocument{
-		Tool: in.Tool, Args: argsDocument{Order: in.Args.Order, Amount: in.Args.Amount},
+		Tool: in.Tool, Args: argsDocument{Order: in.Args.Order, Amount: in.Args.Amount, Line: in.Args.Line, Quantity: in.Args.Quantity},
 		Totals: totalsDocument{OrderRefunded: in.Totals.OrderRefunded, RepDay: in.Totals.RepDay,
 			AgentHour: in.Totals.AgentHour, OrderReships: in.Totals.OrderReships},
 	}
@@ -139,7 +151,10 @@ func MarshalInput(in policy.Input) (json.RawMessage, error) {
 			Scopes: append([]string{}, u.Scopes...), RefundCeiling: u.RefundCeiling}
 	}
 	if o := in.Order; o != nil {
-		doc.Order = &orderDocument{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+		doc.Order = &orderDocument{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status, Lines: []lineDocument{}}
+		for _, l := range o.Lines {
+			doc.Order.Lines = append(doc.Order.Lines, lineDocument(l))
+		}
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -156,7 +171,7 @@ func UnmarshalInput(raw json.RawMessage) (policy.Input, error) {
 		return policy.Input{}, fmt.Errorf("decode a recorded policy input: %w", err)
 	}
 	in := policy.Input{
-		Tool: doc.Tool, Args: tool.Args{Order: doc.Args.Order, Amount: doc.Args.Amount},
+		Tool: doc.Tool, Args: tool.Args{Order: doc.Args.Order, Amount: doc.Args.Amount, Line: doc.Args.Line, Quantity: doc.Args.Quantity},
 		Totals: policy.Totals{OrderRefunded: doc.Totals.OrderRefunded, RepDay: doc.Totals.RepDay,
 			AgentHour: doc.Totals.AgentHour, OrderReships: doc.Totals.OrderReships},
 	}
@@ -165,6 +180,9 @@ func UnmarshalInput(raw json.RawMessage) (policy.Input, error) {
 	}
 	if o := doc.Order; o != nil {
 		in.Order = &policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+		for _, l := range o.Lines {
+			in.Order.Lines = append(in.Order.Lines, policy.Line(l))
+		}
 	}
 	return in, nil
 }

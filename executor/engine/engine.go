@@ -68,6 +68,15 @@ type Controls struct {
 	// approval_only; removed, an agent that keeps failing keeps its
 	// autonomy.
 	Breaker bool
+	// LinePricing prices a line-item refund from the order record: the
+	// amount is the line's unit amount times the quantity, an amount the
+	// agent sends beside them must equal it (ErrAmountMismatch), the
+	// policy sees the line (R12) and the actor token binds line and
+	// quantity, which the ledger books against the order's line. Removed,
+	// the engine is the first wave's: it drops the line and quantity and
+	// refunds the amount the agent asked for on the order, which nobody
+	// then checks against any line.
+	LinePricing bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -76,7 +85,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
-		Breaker: true,
+		Breaker: true, LinePricing: true,
 	}
 }
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/countersign/countersign/executor/money"
 )
 
 // Errors callers branch on. The HTTP layer maps each to a status and code.
@@ -24,6 +26,27 @@ var (
 	// would, leaving the store exactly as the crash would.
 	ErrCrashed = errors.New("crashed at failpoint")
 )
+
+// AmountMismatch is a line-item refund whose amount, sent by the agent
+// beside the line and quantity, differs from the amount the order record
+// sets (the line's unit amount times the quantity). Nothing is recorded;
+// callers answer it 422 amount_mismatch. It matches ErrAmountMismatch.
+type AmountMismatch struct {
+	Order, Line  string
+	Quantity     int64
+	Sent, Priced money.Cents
+}
+
+// ErrAmountMismatch is what errors.Is finds in an *AmountMismatch.
+var ErrAmountMismatch = errors.New("amount_mismatch")
+
+func (e *AmountMismatch) Error() string {
+	return fmt.Sprintf("%d of line %s of order %s cost %s by the order record, not the %s sent; leave the amount out, or name the line the amount belongs to",
+		e.Quantity, e.Line, e.Order, e.Priced, e.Sent)
+}
+
+// Is makes errors.Is(err, ErrAmountMismatch) hold.
+func (e *AmountMismatch) Is(target error) bool { return target == ErrAmountMismatch }
 
 // ApprovalRefused is a lead's approval (or rejection) that the approver
 // rules refused; Code is the rule's code, e.g. "above_approver_limit".

@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
@@ -55,6 +56,9 @@ func (e *Engine) normalize(name tool.Name, raw json.RawMessage) (tool.Args, stri
 // that runs at once is admitted, decided and reserved in one transaction.
 func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage) (store.Step, error) {
 	args, claimed, err := e.normalize(name, raw)
+	if err == nil {
+		args, err = e.price(ctx, p, name, args)
+	}
 	if err != nil {
 		e.schemaFailure(p, wfID, name, err)
 		return store.Step{}, err
@@ -194,8 +198,12 @@ func (u *undecided) Unwrap() error { return u.err }
 // bound to the old call stays on the step only to be voided at its next run.
 func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (store.Step, error) {
 	defer e.lock(wfID)()
+	args, claimed, err := e.amendedArgs(ctx, p, wfID, n, raw)
+	if err != nil {
+		return store.Step{}, err
+	}
 	var s store.Step
-	err := e.db.Update(func(tx *store.Tx) error {
+	err = e.db.Update(func(tx *store.Tx) error {
 		w, err := e.ownWorkflow(tx, p, wfID)
 		if err != nil {
 			return err
@@ -212,10 +220,6 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 		case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 		default:
 			return fmt.Errorf("step %s/%d is %s: %w", wfID, n, s.Status, ErrNotAmendable)
-		}
-		args, claimed, err := e.normalize(s.Tool, raw)
-		if err != nil {
-			return err
 		}
 		s.Args, s.ClaimedApprover = args, claimed
 		s.Call, s.Key = tool.CallHash(s.Tool, args), idempotencyKey(wfID, s.Tool, args)
@@ -235,6 +239,66 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 		return e.refreshWorkflow(tx, wfID)
 	})
 	return s, err
+}
+
+// amendedArgs normalizes and prices the new arguments of step n outside
+// any write transaction (pricing reads the order system); Amend checks
+// the step again under its own.
+func (e *Engine) amendedArgs(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (tool.Args, string, error) {
+	var name tool.Name
+	err := e.db.View(func(tx *store.Tx) error {
+		if _, err := e.ownWorkflow(tx, p, wfID); err != nil {
+			return err
+		}
+		s, err := tx.Step(wfID, n)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("step %s/%d: %w", wfID, n, ErrNotFound)
+		}
+		name = s.Tool
+		return err
+	})
+	if err != nil {
+		return tool.Args{}, "", err
+	}
+	args, claimed, err := e.normalize(name, raw)
+	if err == nil {
+		args, err = e.price(ctx, p, name, args)
+	}
+	return args, claimed, err
+}
+
+// price sets the amount of a line-item refund from the order record, read
+// with p's lookup token: the line's unit amount times the quantity. An
+// amount the agent sent must equal it (*AmountMismatch). A line the record
+// cannot price (no order p may see, no such line, or a product too large)
+// gets no amount, never the agent's: policy then denies it (R2, R12). With
+// the LinePricing control removed the line and quantity are dropped and
+// the agent's amount stands, as in the first wave.
+func (e *Engine) price(ctx context.Context, p Person, name tool.Name, a tool.Args) (tool.Args, error) {
+	if name != tool.IssueRefund || !a.IsLine() {
+		return a, nil
+	}
+	if !e.controls.LinePricing {
+		return tool.Args{Order: a.Order, Amount: a.Amount}, nil
+	}
+	sent := a.Amount
+	a.Amount = 0
+	o, err := e.systems.Order(ctx, Actor{Rep: p.ID, Ceiling: p.RefundCeiling}, a.Order)
+	switch {
+	case errors.Is(err, ErrOrderNotFound), isRefused(err):
+		return a, nil
+	case err != nil:
+		return a, fmt.Errorf("price line %s of %s: %w: %v", a.Line, a.Order, ErrUnavailable, err)
+	}
+	l, ok := o.Line(a.Line)
+	if !ok || l.UnitAmount <= 0 || l.UnitAmount > tool.MaxAmount/money.Cents(a.Quantity) {
+		return a, nil
+	}
+	a.Amount = l.UnitAmount * money.Cents(a.Quantity)
+	if sent != 0 && sent != a.Amount {
+		return tool.Args{}, &AmountMismatch{Order: a.Order, Line: a.Line, Quantity: a.Quantity, Sent: sent, Priced: a.Amount}
+	}
+	return a, nil
 }
 
 // Resume re-drives every step of the workflow that has not ended. The

@@ -116,21 +116,36 @@ func callInput(in Input) ast.Value {
 	}
 	order := ast.NullTerm()
 	if o := in.Order; o != nil {
+		lines := make([]*ast.Term, len(o.Lines))
+		for i, l := range o.Lines {
+			lines[i] = ast.ObjectTerm(
+				field("id", str(l.ID)),
+				field("sku", str(l.SKU)),
+				field("description", str(l.Description)),
+				field("unit_amount", cents(l.UnitAmount)),
+				field("quantity", ast.IntNumberTerm(int(l.Quantity))),
+				field("refunded_quantity", ast.IntNumberTerm(int(l.RefundedQuantity))),
+			)
+		}
 		order = ast.ObjectTerm(
 			field("id", str(o.ID)),
 			field("region", str(o.Region)),
 			field("customer", str(o.Customer)),
 			field("paid", cents(o.Paid)),
 			field("status", str(o.Status)),
+			field("lines", ast.ArrayTerm(lines...)),
 		)
+	}
+	argFields := [][2]*ast.Term{field("order", str(in.Args.Order)), field("amount", cents(in.Args.Amount))}
+	if in.Args.IsLine() {
+		// Only a line-item refund has these members: an amount refund's
+		// input is what it always was.
+		argFields = append(argFields, field("line", str(in.Args.Line)), field("quantity", ast.IntNumberTerm(int(in.Args.Quantity))))
 	}
 	return ast.NewObject(
 		field("user", user),
 		field("tool", str(string(in.Tool))),
-		field("args", ast.ObjectTerm(
-			field("order", str(in.Args.Order)),
-			field("amount", cents(in.Args.Amount)),
-		)),
+		field("args", ast.ObjectTerm(argFields...)),
 		field("order", order),
 		field("totals", ast.ObjectTerm(
 			field("order_refunded", cents(in.Totals.OrderRefunded)),

@@ -57,6 +57,33 @@ type Order struct {
 	Customer string
 	Paid     money.Cents
 	Status   string
+	// Lines are what was bought; R12 finds a line-item refund's line
+	// here and what is left to refund on it.
+	Lines []Line
+}
+
+// Line is one line of an order. RefundedQuantity is what the ledger has
+// booked as refunded on it already.
+type Line struct {
+	ID               string
+	SKU              string
+	Description      string
+	UnitAmount       money.Cents
+	Quantity         int64
+	RefundedQuantity int64
+}
+
+// Line returns the order's line with id, if it has one.
+func (o *Order) Line(id string) (Line, bool) {
+	if o == nil {
+		return Line{}, false
+	}
+	for _, l := range o.Lines {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return Line{}, false
 }
 
 // Totals are the amounts already spent that the caps and the cumulative

@@ -43,7 +43,7 @@ func newStack(t *testing.T, controls engine.Controls) *stack {
 	jwks := httptest.NewServer(auth.JWKSHandler())
 	t.Cleanup(jwks.Close)
 	sim := simserver.Options{DataDir: dir, JWKSURL: jwks.URL, JWKSMaxAge: time.Second, NoSync: true}
-	led, err := ledger.Open(sim)
+	led, err := ledger.Open(ledger.Options{Options: sim})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,11 @@ func (s *Systems) Order(ctx context.Context, as engine.Actor, order string) (pol
 		return policy.Order{}, translate(err)
 	}
 	o := res.Order
-	return policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}, nil
+	out := policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+	for _, l := range o.Lines {
+		out.Lines = append(out.Lines, policy.Line(l))
+	}
+	return out, nil
 }
 
 // Shipments counts the order's shipments.

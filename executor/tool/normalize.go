@@ -35,7 +35,9 @@ var orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
 // object read by strictjson (no duplicate or case-variant names at any
 // depth, no trailing data: those errors wrap strictjson.ErrMalformed), no
 // unknown fields, an order id matching
-// ^O-[0-9]{1,12}$, and for refunds a positive integer amount of cents.
+// ^O-[0-9]{1,12}$, and for refunds either a positive integer amount of
+// cents or a line id with a positive quantity (and optionally the amount
+// the agent expects, which the engine compares with the record's).
 func Normalize(name Name, raw json.RawMessage) (Args, error) {
 	a, extra, err := decode(name, raw)
 	if err != nil {
@@ -64,27 +66,36 @@ func decode(name Name, raw json.RawMessage) (Args, map[string]json.RawMessage, e
 	}
 	// Take every schema field before judging any, so a case-variant name
 	// is refused as malformed whatever else is wrong.
-	orderRaw, err := take(fields, "order")
-	if err != nil {
+	var f refundFields
+	if f.order, err = take(fields, "order"); err != nil {
 		return Args{}, nil, err
 	}
-	var amountRaw json.RawMessage
 	if name == IssueRefund {
-		if amountRaw, err = take(fields, "amount"); err != nil {
-			return Args{}, nil, err
+		for _, m := range []struct {
+			name string
+			dst  *json.RawMessage
+		}{{"amount", &f.amount}, {"line", &f.line}, {"quantity", &f.quantity}} {
+			if *m.dst, err = take(fields, m.name); err != nil {
+				return Args{}, nil, err
+			}
 		}
 	}
-	a, err := validate(name, orderRaw, amountRaw)
+	a, err := validate(name, f)
 	return a, fields, err
 }
 
-// validate judges the schema fields' values; nil is an absent field.
-func validate(name Name, orderRaw, amountRaw json.RawMessage) (Args, error) {
+// refundFields are the raw schema fields of a call; nil is an absent field.
+type refundFields struct {
+	order, amount, line, quantity json.RawMessage
+}
+
+// validate judges the schema fields' values.
+func validate(name Name, f refundFields) (Args, error) {
 	var a Args
-	if orderRaw == nil {
+	if f.order == nil {
 		return Args{}, &SchemaError{Field: "order", Problem: "required"}
 	}
-	if err := json.Unmarshal(orderRaw, &a.Order); err != nil || orderRaw[0] != '"' {
+	if err := json.Unmarshal(f.order, &a.Order); err != nil || f.order[0] != '"' {
 		return Args{}, &SchemaError{Field: "order", Problem: "must be a string"}
 	}
 	if !orderID.MatchString(a.Order) {
@@ -93,13 +104,41 @@ func validate(name Name, orderRaw, amountRaw json.RawMessage) (Args, error) {
 	if name != IssueRefund {
 		return a, nil
 	}
-	if amountRaw == nil {
-		return Args{}, &SchemaError{Field: "amount", Problem: "required (integer cents)"}
-	}
 	var err error
-	a.Amount, err = positiveCents(amountRaw)
-	return a, err
+	if f.line == nil && f.quantity == nil {
+		if f.amount == nil {
+			return Args{}, &SchemaError{Field: "amount", Problem: `required (integer cents), or name a line of the order with "line" and "quantity"`}
+		}
+		a.Amount, err = positiveCents(f.amount)
+		return a, err
+	}
+	if f.line == nil {
+		return Args{}, &SchemaError{Field: "line", Problem: "required with quantity: the id of a line of the order"}
+	}
+	if err := json.Unmarshal(f.line, &a.Line); err != nil || f.line[0] != '"' || !lineID.MatchString(a.Line) {
+		return Args{}, &SchemaError{Field: "line", Problem: "must be a line id of the order matching ^[A-Za-z0-9._-]{1,64}$"}
+	}
+	if f.quantity == nil {
+		return Args{}, &SchemaError{Field: "quantity", Problem: "required with line: how many units of the line to refund"}
+	}
+	if a.Quantity, err = positiveInt(f.quantity, "quantity", MaxQuantity, "a positive whole number of units, at most 1000000"); err != nil {
+		return Args{}, err
+	}
+	if f.amount != nil {
+		// Optional: the record sets the amount; one sent must match it,
+		// which the engine checks once it has read the record.
+		if a.Amount, err = positiveCents(f.amount); err != nil {
+			return Args{}, err
+		}
+	}
+	return a, nil
 }
+
+// lineID is a line id of an order.
+var lineID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// MaxQuantity is the largest quantity of a line-item refund.
+const MaxQuantity = 1_000_000
 
 // MaxAmount is the largest amount accepted: 2^53-1 cents, the largest
 // integer every JSON reader (JavaScript's included) holds exactly, so no
@@ -107,9 +146,15 @@ func validate(name Name, orderRaw, amountRaw json.RawMessage) (Args, error) {
 const MaxAmount = 1<<53 - 1
 
 // positiveCents accepts only a JSON integer literal: no fraction, no
-// exponent, no string, no sign, greater than zero and within int64.
+// exponent, no string, no sign, greater than zero and at most MaxAmount.
 func positiveCents(raw json.RawMessage) (money.Cents, error) {
-	bad := &SchemaError{Field: "amount", Problem: "must be a positive integer number of cents, at most 2^53-1 (3000 is $30.00)"}
+	n, err := positiveInt(raw, "amount", MaxAmount, "a positive integer number of cents, at most 2^53-1 (3000 is $30.00)")
+	return money.Cents(n), err
+}
+
+// positiveInt accepts only a JSON integer literal between 1 and limit.
+func positiveInt(raw json.RawMessage, field string, limit int64, must string) (int64, error) {
+	bad := &SchemaError{Field: field, Problem: "must be " + must}
 	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
 		return 0, bad
 	}
@@ -119,10 +164,10 @@ func positiveCents(raw json.RawMessage) (money.Cents, error) {
 		}
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n <= 0 || n > MaxAmount {
+	if err != nil || n <= 0 || n > limit {
 		return 0, bad
 	}
-	return money.Cents(n), nil
+	return n, nil
 }
 
 // objectFields splits raw into its members with the strict decoder: missing

@@ -44,6 +44,18 @@ func TestNormalize(t *testing.T) {
 		{"a case variant is malformed even when the order id is also bad", tool.IssueRefund, `{"order":"bad","AMOUNT":3000}`, tool.Args{}, "!"},
 		{"a duplicate inside an unknown field is malformed", tool.ReshipOrder, `{"order":"O-1","x":{"a":1,"a":2}}`, tool.Args{}, "!"},
 		{"a capitalised amount on a reship is an unknown field", tool.ReshipOrder, `{"order":"O-1","Amount":1}`, tool.Args{}, "Amount"},
+		{"line refund", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":1}`, tool.Args{Order: "O-1001", Line: "L2", Quantity: 1}, "-"},
+		{"line refund with the expected amount", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":2,"amount":2400}`, tool.Args{Order: "O-1001", Line: "L2", Quantity: 2, Amount: 2400}, "-"},
+		{"line without quantity", tool.IssueRefund, `{"order":"O-1001","line":"L2"}`, tool.Args{}, "quantity"},
+		{"quantity without line", tool.IssueRefund, `{"order":"O-1001","quantity":1,"amount":1200}`, tool.Args{}, "line"},
+		{"zero quantity", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":0}`, tool.Args{}, "quantity"},
+		{"fractional quantity", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":1.5}`, tool.Args{}, "quantity"},
+		{"quantity above a million", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":1000001}`, tool.Args{}, "quantity"},
+		{"numeric line", tool.IssueRefund, `{"order":"O-1001","line":2,"quantity":1}`, tool.Args{}, "line"},
+		{"line with a slash", tool.IssueRefund, `{"order":"O-1001","line":"L/2","quantity":1}`, tool.Args{}, "line"},
+		{"a line with a zero amount", tool.IssueRefund, `{"order":"O-1001","line":"L2","quantity":1,"amount":0}`, tool.Args{}, "amount"},
+		{"a line on a reship is an unknown field", tool.ReshipOrder, `{"order":"O-1001","line":"L2"}`, tool.Args{}, "line"},
+		{"a capitalised line is malformed", tool.IssueRefund, `{"order":"O-1","Line":"L2","quantity":1}`, tool.Args{}, "!"},
 		{"array", tool.IssueRefund, `[1,2]`, tool.Args{}, ""},
 		{"null", tool.IssueRefund, `null`, tool.Args{}, ""},
 		{"trailing data is malformed", tool.IssueRefund, `{"order":"O-1001","amount":1}{}`, tool.Args{}, "!"},
@@ -102,6 +114,13 @@ func TestCanonicalAndCallHash(t *testing.T) {
 	if got := string(tool.Canonical(tool.ReshipOrder, tool.Args{Order: "O-1004"})); got != `{"order":"O-1004"}` {
 		t.Fatalf("canonical reship = %s", got)
 	}
+	line := tool.Args{Order: "O-1001", Line: "L2", Quantity: 1, Amount: 1200}
+	if got := string(tool.Canonical(tool.IssueRefund, line)); got != `{"amount":1200,"line":"L2","order":"O-1001","quantity":1}` {
+		t.Fatalf("canonical line refund = %s", got)
+	}
+	if tool.CallHash(tool.IssueRefund, line) == tool.CallHash(tool.IssueRefund, tool.Args{Order: "O-1001", Amount: 1200}) {
+		t.Fatal("a line refund hashes like an amount refund of the same amount")
+	}
 	// The hash is pinned: the systems of record recompute it independently.
 	const want = "53238c52084c58b6b08f4f8b003be330a393a775e4dfa596bd2634271410ff8d"
 	if got := tool.CallHash(tool.IssueRefund, a); len(got) != 64 {
@@ -116,7 +135,7 @@ func TestCanonicalAndCallHash(t *testing.T) {
 }
 
 func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{`{"order":"O-1001","amount":3000}`, `{"order":"O-1"}`, `{"amount":1e3}`, `[]`, `{"order":"O-1","order":"O-2"}`, `{"Order":"O-1","amount":1}`} {
+	for _, s := range []string{`{"order":"O-1001","amount":3000}`, `{"order":"O-1001","line":"L2","quantity":3}`, `{"order":"O-1"}`, `{"amount":1e3}`, `[]`, `{"order":"O-1","order":"O-2"}`, `{"Order":"O-1","amount":1}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -124,8 +143,8 @@ func FuzzNormalize(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if a.Amount <= 0 {
-			t.Fatalf("accepted non-positive amount %d from %q", a.Amount, raw)
+		if a.Amount <= 0 && (!a.IsLine() || a.Quantity <= 0 || a.Amount < 0) {
+			t.Fatalf("accepted %+v from %q: neither a positive amount nor a line with a positive quantity", a, raw)
 		}
 		// What was accepted must round-trip through its canonical form.
 		b, err := tool.Normalize(tool.IssueRefund, tool.Canonical(tool.IssueRefund, a))

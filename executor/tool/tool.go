@@ -54,7 +54,7 @@ const orderSchema = `"order": {"type": "string", "pattern": "^O-[0-9]{1,12}$"}`
 var catalog = []Spec{
 	{
 		Name:        LookupOrder,
-		Description: "Read an order from the order system: region, customer, amount paid, shipping status.",
+		Description: "Read an order from the order system: region, customer, amount paid, shipping status and its lines (id, sku, description, unit amount, quantity, quantity already refunded).",
 		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order"], "properties": {` + orderSchema + `}}`),
 		Scope:       "lookup",
 		Audience:    AudienceOrders,
@@ -62,12 +62,16 @@ var catalog = []Spec{
 	},
 	{
 		Name:        IssueRefund,
-		Description: "Post a refund to the payments ledger, in integer cents, for the representative who owns the ticket.",
-		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order", "amount"], "properties": {` + orderSchema + `, "amount": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "cents"}}}`),
-		Scope:       "refund",
-		Audience:    AudienceLedger,
-		Idempotent:  true,
-		Effect:      true,
+		Description: "Post a refund to the payments ledger for the representative who owns the ticket: either an amount in integer cents on the order, or a line of the order and a quantity, whose amount the order record sets (an amount sent beside them must equal it).",
+		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "properties": {` + orderSchema +
+			`, "amount": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "cents"}` +
+			`, "line": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "a line id of the order (lookup_order shows them)"}` +
+			`, "quantity": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "units of the line"}}` +
+			`, "required": ["order"], "oneOf": [{"required": ["amount"], "not": {"anyOf": [{"required": ["line"]}, {"required": ["quantity"]}]}}, {"required": ["line", "quantity"]}]}`),
+		Scope:      "refund",
+		Audience:   AudienceLedger,
+		Idempotent: true,
+		Effect:     true,
 	},
 	{
 		Name:        ReshipOrder,
@@ -104,19 +108,36 @@ func MustLookup(name Name) Spec {
 }
 
 // Args are the normalized arguments of any tool. Amount is zero for tools
-// that take none.
+// that take none. Line and Quantity name a line-item refund: its amount is
+// the order record's (unit amount times quantity), filled in by the engine
+// from the record, never the agent's; they are empty for every other call.
 type Args struct {
-	Order  string      `json:"order"`
-	Amount money.Cents `json:"amount,omitempty"`
+	Order    string      `json:"order"`
+	Amount   money.Cents `json:"amount,omitempty"`
+	Line     string      `json:"line,omitempty"`
+	Quantity int64       `json:"quantity,omitempty"`
 }
+
+// IsLine reports whether a names a line-item refund.
+func (a Args) IsLine() bool { return a.Line != "" }
 
 // Canonical is the byte form of a call's arguments that every hash of the
 // call is taken over: a JSON object with its keys sorted and no white space,
-// holding exactly the fields of the tool's schema.
+// holding exactly the fields of the tool's schema. A refund by amount keeps
+// the form it always had, {"amount","order"}; a line-item refund adds its
+// line and quantity, so the amount the record set and the line it was set
+// from are bound together; a line the record could not price (no such
+// line) has no amount.
 func Canonical(name Name, a Args) []byte {
 	m := map[string]any{"order": a.Order}
 	if name == IssueRefund {
 		m["amount"] = int64(a.Amount)
+		if a.IsLine() {
+			m["line"], m["quantity"] = a.Line, a.Quantity
+			if a.Amount == 0 { // not priced: the line is not on the order
+				delete(m, "amount")
+			}
+		}
 	}
 	b, _ := json.Marshal(m) // map keys marshal sorted; string and int64 cannot fail
 	return b

@@ -37,8 +37,12 @@ decision := deny("R0-unknown-user") if {
 	input.tool == "lookup_order"
 }
 
-# R3-R7 apply to refunds.
-refund_decision := deny("R3-refund-over-ceiling") if {
+# R12 and R3-R7 apply to refunds. R12 comes first: a line-item refund must
+# name a line of the order with the units left to refund, at the line's
+# price, before its amount is weighed against any limit.
+refund_decision := deny("R12-line-not-refundable") if {
+	not line_refundable
+} else := deny("R3-refund-over-ceiling") if {
 	not amount_within_max
 } else := deny("R4-exceeds-amount-paid") if {
 	not within_amount_paid
@@ -93,6 +97,24 @@ order_in_region if {
 	input.order.region == input.user.region
 	is_string(input.order.status)
 	is_number(input.order.paid)
+}
+
+# A refund by amount names no line. A line-item refund names a line of the
+# order, a whole number of units above zero and at most what is left to
+# refund on it, and the amount is the line's unit amount times the
+# quantity: the engine prices it from the record, and this holds it to
+# that record as it stands at the decision.
+line_refundable if not "line" in object.keys(input.args)
+
+line_refundable if {
+	some line in input.order.lines
+	line.id == input.args.line
+	is_number(input.args.quantity)
+	round(input.args.quantity) == input.args.quantity
+	input.args.quantity > 0
+	line.refunded_quantity >= 0
+	input.args.quantity <= line.quantity - line.refunded_quantity
+	input.args.amount == line.unit_amount * input.args.quantity
 }
 
 # A whole number of cents above zero, at most the maximum.

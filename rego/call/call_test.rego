@@ -345,3 +345,65 @@ test_refund_ignores_reship_count if {
 	totals := object.union(no_totals, {"order_reships": 5})
 	decide(refund(rep_ana, "O-1001", 3000, totals)) == allow
 }
+
+# --- R12: line-item refunds (the seed's $12 add-on beside an annual plan) ---
+
+plan_and_addon := object.union(orders["O-1001"], {"lines": [
+	{"id": "L1", "sku": "QF-PLAN-ANNUAL", "description": "annual plan", "unit_amount": 10800, "quantity": 1, "refunded_quantity": 0},
+	{"id": "L2", "sku": "QF-ADDON", "description": "add-on", "unit_amount": 1200, "quantity": 2, "refunded_quantity": 1},
+]})
+
+line_refund(line, quantity, amount) := {
+	"user": rep_ana,
+	"tool": "issue_refund",
+	"args": {"order": "O-1001", "amount": amount, "line": line, "quantity": quantity},
+	"order": plan_and_addon,
+	"totals": no_totals,
+}
+
+test_line_refund_of_what_is_left_is_allowed if {
+	decide(line_refund("L2", 1, 1200)) == allow
+}
+
+test_line_refund_is_weighed_like_its_amount if {
+	decide(line_refund("L1", 1, 10800)) == approval("R7-refund-needs-approval")
+}
+
+test_line_refund_beyond_what_is_left_is_denied if {
+	decide(line_refund("L2", 2, 2400)) == deny("R12-line-not-refundable")
+}
+
+test_line_refund_of_a_line_the_order_lacks_is_denied if {
+	decide(line_refund("L9", 1, 1200)) == deny("R12-line-not-refundable")
+}
+
+test_line_refund_at_another_price_is_denied if {
+	decide(line_refund("L1", 1, 1200)) == deny("R12-line-not-refundable")
+}
+
+test_line_refund_unpriced_is_denied if {
+	decide(line_refund("L9", 1, 0)) == deny("R12-line-not-refundable")
+}
+
+test_line_refund_with_a_mistyped_quantity_is_denied if {
+	every q in [0, -1, 1.5, "1", null, true] {
+		decide(line_refund("L2", q, 1200)) == deny("R12-line-not-refundable")
+	}
+}
+
+test_line_refund_on_an_order_without_lines_is_denied if {
+	decide(replace(line_refund("L1", 1, 10800), "order", orders["O-1001"])) == deny("R12-line-not-refundable")
+}
+
+test_line_refund_with_a_mistyped_refunded_quantity_is_denied if {
+	bad := object.union(plan_and_addon, {"lines": [{"id": "L2", "unit_amount": 1200, "quantity": 2, "refunded_quantity": null}]})
+	decide(replace(line_refund("L2", 1, 1200), "order", bad)) == deny("R12-line-not-refundable")
+}
+
+test_refund_by_amount_needs_no_line if {
+	decide(replace(line_refund("L2", 1, 1200), "args", {"order": "O-1001", "amount": 1200})) == allow
+}
+
+test_line_refund_with_a_null_line_is_denied if {
+	decide(line_refund(null, 1, 1200)) == deny("R12-line-not-refundable")
+}

@@ -26,13 +26,14 @@ const (
 	ResolveByReference     Control = "resolve_by_reference"
 	RestrictedBuiltins     Control = "restricted_builtins"
 	Breaker                Control = "breaker"
+	LinePricing            Control = "line_pricing"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -69,6 +70,8 @@ func Without(cs ...Control) engine.Controls {
 			c.RestrictedBuiltins = false
 		case Breaker:
 			c.Breaker = false
+		case LinePricing:
+			c.LinePricing = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

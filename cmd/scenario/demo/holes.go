@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -245,6 +246,52 @@ within_auto_refund if {
 		return nil, err
 	}
 	return policy.LoadFS(fsys)
+}
+
+// linePricing is the seed's add-on: O-1001 holds an annual plan (L1,
+// $108) and a $12 add-on (L2); the ticket is about the add-on. In W1 the
+// agent names the plan's line with the add-on's $12; in W2 and W3 it
+// refunds the add-on's one unit, once in each. Invariant: only the
+// add-on's one unit is refunded, at its price: one ledger entry, line L2,
+// $12.
+func linePricing(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
+	st, err := start(ctx, dir, setup{controls: c})
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer st.Close()
+	var seen []string
+	for _, call := range []struct{ wf, args string }{
+		{"W1", `{"order":"O-1001","line":"L1","quantity":1,"amount":1200}`},
+		{"W2", `{"order":"O-1001","line":"L2","quantity":1,"amount":1200}`},
+		{"W3", `{"order":"O-1001","line":"L2","quantity":1,"amount":1200}`},
+	} {
+		if err := st.open(ctx, "rep-ana", call.wf); err != nil {
+			return Outcome{}, err
+		}
+		s, err := st.Engine.Propose(ctx, person("rep-ana"), call.wf, tool.IssueRefund, json.RawMessage(call.args))
+		switch {
+		case errors.Is(err, engine.ErrAmountMismatch):
+			seen = append(seen, call.wf+" refused (amount_mismatch)")
+		case err != nil:
+			return Outcome{}, fmt.Errorf("%s: %w", call.wf, err)
+		case s.Refusal != "":
+			seen = append(seen, fmt.Sprintf("%s %s (ledger: %s)", call.wf, s.Status, s.Refusal))
+		default:
+			seen = append(seen, call.wf+" "+outcomeOf(s))
+		}
+	}
+	refunds, err := st.refunds()
+	if err != nil {
+		return Outcome{}, err
+	}
+	right := len(refunds) == 1 && refunds[0].Line == "L2" && refunds[0].Quantity == 1 && refunds[0].Amount == 1200
+	var total money.Cents
+	for _, e := range refunds {
+		total += money.Cents(e.Amount)
+	}
+	return Outcome{Pass: right, Evidence: fmt.Sprintf("%s; %s (%s)", strings.Join(seen, ", "),
+		plural(len(refunds), "ledger entry", "ledger entries"), total)}, nil
 }
 
 // outcomeOf is a step as the evidence column shows it.

@@ -63,6 +63,7 @@ func Checks() []Check {
 		{Test: "unknown reship, another workflow ships", Removes: []Control{ResolveByReference}, Run: unknownReshipCredit},
 		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
 		{Test: "agent version keeps proposing bad refunds", Removes: []Control{Breaker}, Run: failingAgent},
+		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
 	}
 }
 

@@ -36,6 +36,22 @@ func RefundCall(order string, amount int64) string {
 	return CallHash(ToolIssueRefund, b)
 }
 
+// LineRefundCall is the binding of a line-item refund, issue_refund
+// {"amount":amount,"line":line,"order":order,"quantity":quantity}.
+func LineRefundCall(order, line string, quantity, amount int64) string {
+	b := make([]byte, 0, 80)
+	b = append(b, `{"amount":`...)
+	b = strconv.AppendInt(b, amount, 10)
+	b = append(b, `,"line":`...)
+	b = appendString(b, line)
+	b = append(b, `,"order":`...)
+	b = appendString(b, order)
+	b = append(b, `,"quantity":`...)
+	b = strconv.AppendInt(b, quantity, 10)
+	b = append(b, '}')
+	return CallHash(ToolIssueRefund, b)
+}
+
 // OrderCall is the binding of a call whose only argument is the order:
 // lookup_order or reship_order {"order":order}.
 func OrderCall(tool, order string) string {

@@ -39,6 +39,8 @@
 //	                       Idempotency-Key (absent on both sides is equal)
 //	403 reference_mismatch ref claim differs from the request's reference
 //	                       (absent on both sides is equal)
+//	403 line_mismatch      line or quantity claim differs from the
+//	                       line-item refund's (absent on both sides is equal)
 //	403 amount_above_max   a refund amount above the max claim
 //
 // Refusing on unverified data (alg, act, iss, kid) is safe: only acceptance
@@ -85,6 +87,11 @@
 // receiver recomputes it from the request it actually received ([RefundCall],
 // [OrderCall], [ReversalCall]), so a token minted for $30 on O-1001 does not
 // pay $300, nor anything on O-1002.
+//
+// A line-item refund's canonical JSON adds its line and quantity,
+// {"amount":1200,"line":"L2","order":"O-1001","quantity":1}
+// ([LineRefundCall]), and its token carries them as claims too (line,
+// quantity), so a receiver can say which of them differs.
 //
 // Two more claims bind what the call hash leaves out: key, the
 // Idempotency-Key of a ledger write, and ref, the reference a reshipment

@@ -24,6 +24,7 @@ const (
 	CodeCallMismatch   = "call_mismatch"
 	CodeKeyMismatch    = "key_mismatch"
 	CodeRefMismatch    = "reference_mismatch"
+	CodeLineMismatch   = "line_mismatch"
 	CodeAmountAboveMax = "amount_above_max"
 )
 

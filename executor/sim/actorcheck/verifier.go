@@ -140,6 +140,8 @@ type Claims struct {
 	Call      string // the binding of the one call the token was minted for
 	Key       string // key: the Idempotency-Key of a ledger write ("" when none)
 	Reference string // ref: the reference of a reshipment ("" when none)
+	Line      string // line: a line-item refund's line ("" when none)
+	Quantity  int64  // quantity: a line-item refund's units (0 when none)
 	Epoch     int
 	ID        string // jti
 	IssuedAt  time.Time
@@ -157,6 +159,8 @@ type Want struct {
 	Key       string // the Idempotency-Key header
 	Reference string // the reference in the body of a reshipment
 	Amount    int64  // compared with max when > 0
+	Line      string // a line-item refund's line ("" for any other request)
+	Quantity  int64  // and its quantity
 }
 
 // Check runs [Verifier.Verify] and then [Claims.Authorize].
@@ -186,6 +190,8 @@ type payload struct {
 	Call  string          `json:"call"`
 	Key   string          `json:"key"`
 	Ref   string          `json:"ref"`
+	Line  string          `json:"line"`
+	Qty   int64           `json:"quantity"`
 	Jti   string          `json:"jti"`
 	Iat   *float64        `json:"iat"`
 	Exp   *float64        `json:"exp"`
@@ -276,7 +282,7 @@ func (v *Verifier) Authenticate(ctx context.Context, authorization string) (Clai
 	}
 	c := Claims{
 		Subject: p.Sub, Agent: p.Act.Sub, Audience: aud, Scope: p.Scope, Call: p.Call,
-		Key: p.Key, Reference: p.Ref, Epoch: n, ID: p.Jti, IssuedAt: iat, Expiry: exp,
+		Key: p.Key, Reference: p.Ref, Line: p.Line, Quantity: p.Qty, Epoch: n, ID: p.Jti, IssuedAt: iat, Expiry: exp,
 	}
 	if p.Max != nil {
 		c.Max, c.HasMax = *p.Max, true
@@ -345,6 +351,9 @@ func (c Claims) Authorize(w Want) error {
 	}
 	if c.Reference != w.Reference {
 		return forbidden(CodeRefMismatch, fmt.Sprintf("the token was minted for reference %q, not %q; mint a token for this reference", c.Reference, w.Reference))
+	}
+	if c.Line != w.Line || c.Quantity != w.Quantity {
+		return forbidden(CodeLineMismatch, fmt.Sprintf("the token was minted for %d of line %q, not %d of line %q; mint a token for this line", c.Quantity, c.Line, w.Quantity, w.Line))
 	}
 	if w.Amount > 0 && (!c.HasMax || w.Amount > c.Max) {
 		return forbidden(CodeAmountAboveMax, fmt.Sprintf("amount %d is above the delegated maximum %d (cents)", w.Amount, c.Max))

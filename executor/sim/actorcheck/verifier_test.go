@@ -131,6 +131,13 @@ func TestRefusals(t *testing.T) {
 			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Key: "K-B", Amount: 3000}, 403, actorcheck.CodeKeyMismatch},
 		{"token for reference R1 used for R2", "Bearer " + with(func(c map[string]any) { c["ref"] = "R1" }),
 			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Reference: "R2", Amount: 3000}, 403, actorcheck.CodeRefMismatch},
+		{"token for 1 of line L2 used for 2", "Bearer " + with(func(c map[string]any) { c["line"], c["quantity"] = "L2", 1 }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Line: "L2", Quantity: 2, Amount: 3000}, 403, actorcheck.CodeLineMismatch},
+		{"token for line L2 used for line L1", "Bearer " + with(func(c map[string]any) { c["line"], c["quantity"] = "L2", 1 }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Line: "L1", Quantity: 1, Amount: 3000}, 403, actorcheck.CodeLineMismatch},
+		{"line token used for a refund by amount", "Bearer " + with(func(c map[string]any) { c["line"], c["quantity"] = "L2", 1 }), want30, 403, actorcheck.CodeLineMismatch},
+		{"valid, for this line and quantity", "Bearer " + with(func(c map[string]any) { c["line"], c["quantity"] = "L2", 1 }),
+			actorcheck.Want{Audience: "ledger", Scope: "refund", Call: call30, Line: "L2", Quantity: 1, Amount: 3000}, 0, ""},
 		{"amount above max", "Bearer " + with(func(c map[string]any) { c["max"] = 2999 }), want30, 403, actorcheck.CodeAmountAboveMax},
 		{"refund token without max", "Bearer " + with(func(c map[string]any) { delete(c, "max") }), want30, 403, actorcheck.CodeAmountAboveMax},
 	}

@@ -11,7 +11,13 @@
 //
 // # Endpoints
 //
-//	POST /refunds            {"order","amount"} + Idempotency-Key (required:
+//	POST /refunds            {"order","amount"} or, for a line-item refund,
+//	                         {"order","amount","line","quantity"} (the token's
+//	                         line and quantity claims must match: 403
+//	                         line_mismatch; the order system books the line
+//	                         first and its 409 refusals are answered as
+//	                         they are; 503 line_check_unavailable without
+//	                         it) + Idempotency-Key (required:
 //	                         400 idempotency_key_missing), actor token aud
 //	                         ledger, scope refund, call issue_refund, key the
 //	                         request's Idempotency-Key

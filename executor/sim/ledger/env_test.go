@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/simclock"
 )
 
@@ -32,12 +33,12 @@ func start(t testing.TB, edit ...func(*ledger.Options)) *env {
 	iss := actorchecktest.NewIssuer(t)
 	iss.Clock = simclock.New(t0)
 	e := &env{t: t, iss: iss, dir: t.TempDir()}
-	o := ledger.Options{
+	o := ledger.Options{Options: simserver.Options{
 		DataDir: e.dir,
 		JWKSURL: iss.JWKSURL(),
 		Clock:   simclock.New(t0.Add(time.Second)),
 		NoSync:  true,
-	}
+	}}
 	for _, f := range edit {
 		f(&o)
 	}

@@ -14,6 +14,9 @@ const (
 	CodeAlreadyReversed = "already_reversed"
 	// CodeNotReversible: 409, the entry is itself a reversal.
 	CodeNotReversible = "not_reversible"
+	// CodeLineCheckUnavailable: 503, a line-item refund that the order
+	// system could not check (unreachable, or not configured).
+	CodeLineCheckUnavailable = "line_check_unavailable"
 )
 
 // ErrNotFound: no entry for the key asked for.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 var (
 	orderID = regexp.MustCompile(`^O-[0-9]{1,12}$`)
+	lineID  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	entryID = regexp.MustCompile(`^L[1-9][0-9]{0,18}$`)
 )
 
@@ -34,26 +36,40 @@ func (s *Server) routes() {
 	rt.Handle(http.MethodPost, "/_sim/external-entries", s.postExternal)
 }
 
-// refundRequest is a decoded POST /refunds.
+// refundRequest is a decoded POST /refunds. Line and Quantity are set for
+// a line-item refund only.
 type refundRequest struct {
-	Order  string
-	Amount int64
-	Key    string
+	Order    string
+	Amount   int64
+	Line     string
+	Quantity int64
+	Key      string
 }
 
 // call is the binding a token for this refund must carry.
-func (q refundRequest) call() string { return actorcheck.RefundCall(q.Order, q.Amount) }
+func (q refundRequest) call() string {
+	if q.Line != "" {
+		return actorcheck.LineRefundCall(q.Order, q.Line, q.Quantity, q.Amount)
+	}
+	return actorcheck.RefundCall(q.Order, q.Amount)
+}
 
 // fingerprint is what the idempotency key binds: the operation and its
 // canonical parameters.
 func (q refundRequest) fingerprint() string {
-	return "refund " + q.Order + " " + strconv.FormatInt(q.Amount, 10)
+	fp := "refund " + q.Order + " " + strconv.FormatInt(q.Amount, 10)
+	if q.Line != "" {
+		fp += " line " + q.Line + " " + strconv.FormatInt(q.Quantity, 10)
+	}
+	return fp
 }
 
 // decodeRefund reads a refund request strictly: the body must be exactly
-// {"order": "O-<digits>", "amount": <positive integer cents>} and exactly
-// one Idempotency-Key header must be present. Without a key a captured
-// request could be posted again as a new refund; with one, it replays.
+// {"order": "O-<digits>", "amount": <positive integer cents>}, with
+// "line" and "quantity" for a line-item refund (both or neither), and
+// exactly one Idempotency-Key header must be present. Without a key a
+// captured request could be posted again as a new refund; with one, it
+// replays.
 func decodeRefund(body []byte, keys []string) (refundRequest, error) {
 	var q refundRequest
 	key, err := idempotencyKey(keys)
@@ -69,6 +85,14 @@ func decodeRefund(body []byte, keys []string) (refundRequest, error) {
 	}
 	if q.Amount, err = f.Cents("amount"); err != nil {
 		return q, err
+	}
+	if _, ok := f["line"]; ok {
+		if q.Line, err = f.String("line", lineID); err != nil {
+			return q, err
+		}
+		if q.Quantity, err = f.Cents("quantity"); err != nil {
+			return q, err
+		}
 	}
 	if err := f.Done(); err != nil {
 		return q, err
@@ -111,11 +135,15 @@ func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q, err := s.refundRequest(w, r, claims)
+	if err == nil && q.Line != "" {
+		err = s.bookLine(r.Context(), q)
+	}
 	if err != nil {
 		return s.core.Refuse(claims, err)
 	}
 	out, err := s.commit(write{
-		entry:       Entry{Kind: KindRefund, Order: q.Order, Amount: q.Amount, Key: q.Key, By: claims.Subject, Agent: claims.Agent},
+		entry: Entry{Kind: KindRefund, Order: q.Order, Amount: q.Amount, Line: q.Line, Quantity: q.Quantity,
+			Key: q.Key, By: claims.Subject, Agent: claims.Agent},
 		key:         q.Key,
 		fingerprint: q.fingerprint(),
 		token:       &claims,
@@ -136,7 +164,22 @@ func (s *Server) refundRequest(w http.ResponseWriter, r *http.Request, claims ac
 	if err != nil {
 		return q, err
 	}
-	return q, claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Key: q.Key, Amount: q.Amount})
+	return q, claims.Authorize(actorcheck.Want{Audience: Audience, Scope: ScopeRefund, Call: q.call(), Key: q.Key, Amount: q.Amount,
+		Line: q.Line, Quantity: q.Quantity})
+}
+
+// bookLine has the order system check a line-item refund against the
+// order's line and count its units, unless q's key already made an entry
+// (a retry: the entry is answered again, or the key's reuse refused, by
+// commit, and the units were counted the first time).
+func (s *Server) bookLine(ctx context.Context, q refundRequest) error {
+	if s.lines == nil {
+		return simhttp.Errorf(http.StatusServiceUnavailable, CodeLineCheckUnavailable, "this ledger has no order system to check lines against; refund by amount, or start it with the order system's URL")
+	}
+	if _, err := s.ByKey(q.Key); err == nil {
+		return nil
+	}
+	return s.lines.book(ctx, q)
 }
 
 // reversalRequest is a decoded POST /reversals.

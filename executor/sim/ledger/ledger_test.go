@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/executor/simclock"
 )
 
@@ -347,7 +348,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
+	e.serve(ledger.Options{Options: simserver.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))}})
 	r := e.must("POST", "/refunds", e.refundToken("K1", "O-1001", 3000), "K1", refund30)
 	if r.status != 200 || r.entry(t).ID != "L1" {
 		t.Fatalf("replay after reopen: %d %s", r.status, r.body)
@@ -360,8 +361,8 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 
 func TestOpenValidates(t *testing.T) {
 	for name, o := range map[string]ledger.Options{
-		"no data dir": {JWKSURL: "http://127.0.0.1:1/jwks.json"},
-		"no keys":     {DataDir: t.TempDir()},
+		"no data dir": {Options: simserver.Options{JWKSURL: "http://127.0.0.1:1/jwks.json"}},
+		"no keys":     {Options: simserver.Options{DataDir: t.TempDir()}},
 	} {
 		if srv, err := ledger.Open(o); err == nil {
 			_ = srv.Close()
@@ -403,7 +404,7 @@ func TestCapturedTokenReplayed(t *testing.T) {
 				if err := e.srv.Close(); err != nil {
 					t.Fatal(err)
 				}
-				e.serve(ledger.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))})
+				e.serve(ledger.Options{Options: simserver.Options{DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), Clock: simclock.New(t0.Add(time.Second))}})
 			}
 			r := e.must("POST", "/refunds", captured, tc.key, refund30)
 			if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {
@@ -418,5 +419,24 @@ func TestCapturedTokenReplayed(t *testing.T) {
 				t.Fatalf("retry with a fresh token: %d %s", r.status, r.body)
 			}
 		})
+	}
+}
+
+// TestLineRefundWithoutOrderSystem: a ledger started without the order
+// system cannot check a line, so it refuses line-item refunds (503) and
+// makes no entry; a refund by amount still works.
+func TestLineRefundWithoutOrderSystem(t *testing.T) {
+	e := start(t)
+	call := actorcheck.LineRefundCall("O-1001", "L2", 1, 1200)
+	tok := e.iss.MintWith(t, "rep-ana", "ledger", "refund", 50000, call, map[string]any{"key": "K1", "line": "L2", "quantity": 1})
+	r := e.must("POST", "/refunds", tok, "K1", `{"order":"O-1001","amount":1200,"line":"L2","quantity":1}`)
+	if r.status != 503 || r.code(t) != ledger.CodeLineCheckUnavailable {
+		t.Fatalf("line refund without the order system: %d %s", r.status, r.body)
+	}
+	if r := e.must("POST", "/refunds", e.refundToken("K2", "O-1001", 1200), "K2", `{"order":"O-1001","amount":1200}`); r.status != 201 {
+		t.Fatalf("refund by amount: %d %s", r.status, r.body)
+	}
+	if all, err := e.srv.Entries(); err != nil || len(all) != 1 {
+		t.Fatalf("entries %v %v, want the refund by amount only", all, err)
 	}
 }

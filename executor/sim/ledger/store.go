@@ -33,6 +33,8 @@ type Entry struct {
 	Kind     Kind      `json:"kind"`
 	Order    string    `json:"order"`
 	Amount   int64     `json:"amount"`
+	Line     string    `json:"line,omitempty"`     // a line-item refund's line
+	Quantity int64     `json:"quantity,omitempty"` // and its units
 	Key      string    `json:"key"`
 	By       string    `json:"by"`
 	Agent    string    `json:"agent,omitempty"`

@@ -32,11 +32,28 @@
 //	GET  /orders/{id}/shipments     {"shipments":[...]} (a reporting read, no
 //	                                token); ?reference=R only those carrying R
 //	GET  /shipments                 every shipment, in id order (no token)
+//	POST /orders/{id}/line-refunds  {"line","quantity","amount","key"}: the
+//	                                ledger booking a line-item refund (no
+//	                                token: between the systems of record);
+//	                                409 line_not_found, line_not_refundable
+//	                                (more than quantity - refunded_quantity),
+//	                                line_amount_mismatch (not unit_amount ×
+//	                                quantity), idempotency_key_reused; the
+//	                                same booking under its key again is 200
+//	                                and counts nothing more
 //	POST /_sim/orders               add or replace an order (admin, no token)
 //	POST /_sim/external-shipments   {"order","by"}: a shipment made outside
 //	                                the sidecar (admin, no token)
 //	GET|PUT /_sim/faults            the fault counters (package fault;
 //	                                wrong_amount does not apply here)
+//
+// An order carries its lines, {"id","sku","description","unit_amount",
+// "quantity","refunded_quantity"}, which add up to what was paid. The
+// ledger is the system that pays refunds, this one the system that knows
+// what was bought: refunded_quantity counts the units the ledger booked
+// here before it made each line-item refund's entry, in the transaction
+// that checks them, so two refunds cannot both take the last unit. (A
+// reversal in the ledger does not give the units back; a person does.)
 //
 // Orders are seeded from Options.Orders the first time the file is created;
 // a reopened file keeps what it holds.

@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simhttp"
+	"github.com/countersign/countersign/executor/strictjson"
 )
 
 func (s *Server) routes() {
@@ -17,6 +18,7 @@ func (s *Server) routes() {
 	rt.Handle(http.MethodPost, "/orders/{id}/shipments", s.postShipment)
 	rt.Handle(http.MethodGet, "/orders/{id}/shipments", s.getShipments)
 	rt.Handle(http.MethodGet, "/shipments", s.getAllShipments)
+	rt.Handle(http.MethodPost, "/orders/{id}/line-refunds", s.postLineRefund)
 	rt.Handle(http.MethodPost, "/_sim/orders", s.postOrder)
 	rt.Handle(http.MethodPost, "/_sim/external-shipments", s.postExternal)
 }
@@ -148,12 +150,25 @@ func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
 	if o.Paid, err = f.Cents("paid"); err != nil {
 		return err
 	}
+	if raw, ok, err := f.Raw("lines"); err != nil {
+		return err
+	} else if ok {
+		if err := strictjson.Decode(raw, &o.Lines); err != nil {
+			return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "lines must be an array of {id, sku, description, unit_amount, quantity, refunded_quantity}: %v", err)
+		}
+	}
 	if err := f.Done(); err != nil {
 		return err
 	}
 	created, err := s.PutOrder(o)
+	if errors.Is(err, ErrInvalidOrder) {
+		return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "%v", err)
+	}
 	if err != nil {
 		return err
+	}
+	if o.Lines == nil {
+		o.Lines = []Line{}
 	}
 	status := http.StatusOK
 	if created {
@@ -185,4 +200,58 @@ func (s *Server) postExternal(w http.ResponseWriter, r *http.Request) error {
 	}
 	simhttp.WriteJSON(w, http.StatusCreated, sh)
 	return nil
+}
+
+// postLineRefund is the ledger booking a line-item refund before it makes
+// the entry: {"line","quantity","amount","key"}, the key being the
+// ledger's Idempotency-Key. It carries no actor token: the ledger has
+// already checked the agent's token, and this call is between the two
+// systems of record, as the reporting reads are. 200 {"booked": true,
+// "replayed": bool, "order": <the order after the booking>}, or 409 with
+// a CodeLine* code (or idempotency_key_reused), 404 for an unknown order.
+func (s *Server) postLineRefund(w http.ResponseWriter, r *http.Request) error {
+	f, err := simhttp.ReadObject(w, r, false)
+	if err != nil {
+		return err
+	}
+	b := LineRefund{Order: r.PathValue("id")}
+	if !orderID.MatchString(b.Order) {
+		return simhttp.Errorf(http.StatusNotFound, simhttp.CodeNotFound, "no order %q", b.Order)
+	}
+	if b.Line, err = f.String("line", lineID); err != nil {
+		return err
+	}
+	if b.Quantity, err = f.Cents("quantity"); err != nil {
+		return err
+	}
+	if b.Amount, err = f.Cents("amount"); err != nil {
+		return err
+	}
+	if b.Key, err = f.String("key", reference); err != nil {
+		return err
+	}
+	if err := f.Done(); err != nil {
+		return err
+	}
+	replayed, err := s.BookLineRefund(b)
+	var refused *RefusedLine
+	if errors.As(err, &refused) {
+		return simhttp.Errorf(http.StatusConflict, refused.Code, "%s", refused.Message)
+	}
+	if err != nil {
+		return notFound(err)
+	}
+	o, err := s.Order(b.Order)
+	if err != nil {
+		return err
+	}
+	simhttp.WriteJSON(w, http.StatusOK, lineRefundAnswer{Booked: true, Replayed: replayed, Order: o})
+	return nil
+}
+
+// lineRefundAnswer is the answer to a booked line-item refund.
+type lineRefundAnswer struct {
+	Booked   bool  `json:"booked"`
+	Replayed bool  `json:"replayed"`
+	Order    Order `json:"order"`
 }

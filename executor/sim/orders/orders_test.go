@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,14 @@ import (
 var t0 = time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
 
 var seed = []orders.Order{
-	{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: 12000, Status: "shipped"},
-	{ID: "O-1002", Region: "EU", Customer: "customer-2", Paid: 48000, Status: "shipped"},
+	{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: 12000, Status: "shipped", Lines: []orders.Line{
+		{ID: "L1", SKU: "PLAN", Description: "annual plan", UnitAmount: 10800, Quantity: 1},
+		{ID: "L2", SKU: "ADDON", Description: "add-on", UnitAmount: 1200, Quantity: 1},
+	}},
+	{ID: "O-1002", Region: "EU", Customer: "customer-2", Paid: 48000, Status: "shipped", Lines: []orders.Line{
+		{ID: "L1", SKU: "DESK", Description: "desk", UnitAmount: 42000, Quantity: 1},
+		{ID: "L2", SKU: "INK", Description: "ink", UnitAmount: 2000, Quantity: 3},
+	}},
 }
 
 type env struct {
@@ -204,7 +211,7 @@ func TestLookupAndReship(t *testing.T) {
 	e := start(t)
 	r := e.must("GET", "/orders/O-1001", e.token("lookup", "lookup_order", "O-1001"), "")
 	var o orders.Order
-	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || o != seed[0] {
+	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || !reflect.DeepEqual(o, seed[0]) {
 		t.Fatalf("lookup: %d %s", r.status, r.body)
 	}
 	if r := e.must("GET", "/orders/O-9999", e.token("lookup", "lookup_order", "O-9999"), ""); r.status != 404 || r.code(t) != "not_found" {
@@ -495,5 +502,69 @@ func TestCommitsCountsEachWrite(t *testing.T) {
 	}
 	if after-before != 1 {
 		t.Errorf("Commits went from %d to %d, want +1", before, after)
+	}
+}
+
+// TestLineRefundBooking: the ledger's booking of a line-item refund is
+// checked against the order's line and counted in refunded_quantity,
+// which a lookup then shows; a retry under the same key counts nothing
+// more, and each refusal has its own code.
+func TestLineRefundBooking(t *testing.T) {
+	e := start(t)
+	book := func(order, body string) response {
+		return e.must("POST", "/orders/"+order+"/line-refunds", "", body)
+	}
+	if r := book("O-1002", `{"line":"L2","quantity":2,"amount":4000,"key":"K1"}`); r.status != 200 {
+		t.Fatalf("booking: %d %s", r.status, r.body)
+	}
+	for _, tc := range []struct {
+		name, order, body string
+		status            int
+		code              string
+	}{
+		{"the same booking again is a replay", "O-1002", `{"line":"L2","quantity":2,"amount":4000,"key":"K1"}`, 200, ""},
+		{"the key with another booking", "O-1002", `{"line":"L2","quantity":1,"amount":2000,"key":"K1"}`, 409, orders.CodeKeyReused},
+		{"more units than are left", "O-1002", `{"line":"L2","quantity":2,"amount":4000,"key":"K2"}`, 409, orders.CodeLineNotRefundable},
+		{"an amount that is not the line's price", "O-1002", `{"line":"L1","quantity":1,"amount":1200,"key":"K3"}`, 409, orders.CodeLineAmountMismatch},
+		{"a line the order does not have", "O-1002", `{"line":"L9","quantity":1,"amount":1200,"key":"K4"}`, 409, orders.CodeLineNotFound},
+		{"an unknown order", "O-9999", `{"line":"L1","quantity":1,"amount":1200,"key":"K5"}`, 404, "not_found"},
+		{"no key", "O-1002", `{"line":"L2","quantity":1,"amount":2000}`, 422, "invalid_field"},
+		{"a zero quantity", "O-1002", `{"line":"L2","quantity":0,"amount":0,"key":"K6"}`, 422, "invalid_field"},
+	} {
+		r := book(tc.order, tc.body)
+		if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	r := e.must("GET", "/orders/O-1002", e.token("lookup", "lookup_order", "O-1002"), "")
+	var o orders.Order
+	if err := json.Unmarshal(r.body, &o); err != nil || r.status != 200 {
+		t.Fatalf("lookup: %d %s", r.status, r.body)
+	}
+	if got := []int64{o.Lines[0].RefundedQuantity, o.Lines[1].RefundedQuantity}; !reflect.DeepEqual(got, []int64{0, 2}) {
+		t.Fatalf("refunded quantities %v, want [0 2] (one booking of 2 units, its replay counted once)", got)
+	}
+	if r := book("O-1002", `{"line":"L2","quantity":1,"amount":2000,"key":"K7"}`); r.status != 200 {
+		t.Fatalf("the last unit: %d %s", r.status, r.body)
+	}
+}
+
+// TestOrderLinesMustAddUp: an order's lines add up to what was paid, and
+// a line refunds at most its quantity.
+func TestOrderLinesMustAddUp(t *testing.T) {
+	e := start(t)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"lines that add up", `{"id":"O-7","region":"EU","customer":"c","paid":3000,"status":"paid","lines":[{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":3,"refunded_quantity":0}]}`, 201},
+		{"lines short of the amount paid", `{"id":"O-8","region":"EU","customer":"c","paid":3000,"status":"paid","lines":[{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":2,"refunded_quantity":0}]}`, 422},
+		{"two lines with one id", `{"id":"O-8","region":"EU","customer":"c","paid":2000,"status":"paid","lines":[{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":1,"refunded_quantity":0},{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":1,"refunded_quantity":0}]}`, 422},
+		{"more refunded than bought", `{"id":"O-8","region":"EU","customer":"c","paid":1000,"status":"paid","lines":[{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":1,"refunded_quantity":2}]}`, 422},
+		{"a line with an unknown field", `{"id":"O-8","region":"EU","customer":"c","paid":1000,"status":"paid","lines":[{"id":"L1","sku":"S","description":"d","unit_amount":1000,"quantity":1,"refunded_quantity":0,"x":1}]}`, 422},
+	} {
+		if r := e.must("POST", "/_sim/orders", "", tc.body); r.status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
+		}
 	}
 }

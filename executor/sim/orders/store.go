@@ -23,13 +23,30 @@ var (
 )
 
 // Order is an order as the order system holds it. Paid is integer cents.
+// Lines, when the order has any, add up to Paid; it is answered as [] when
+// it has none.
 type Order struct {
 	ID       string `json:"id"`
 	Region   string `json:"region"`
 	Customer string `json:"customer"`
 	Paid     int64  `json:"paid"`
 	Status   string `json:"status"`
+	Lines    []Line `json:"lines"`
 }
+
+// Line is one line of an order. RefundedQuantity counts the units the
+// ledger booked as refunded (see BookLineRefund).
+type Line struct {
+	ID               string `json:"id"`
+	SKU              string `json:"sku"`
+	Description      string `json:"description"`
+	UnitAmount       int64  `json:"unit_amount"`
+	Quantity         int64  `json:"quantity"`
+	RefundedQuantity int64  `json:"refunded_quantity"`
+}
+
+// lineID is what a line id may be.
+var lineID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (o Order) validate() error {
 	switch {
@@ -40,7 +57,36 @@ func (o Order) validate() error {
 	case o.Paid <= 0:
 		return fmt.Errorf("%w: %s: paid must be positive cents", ErrInvalidOrder, o.ID)
 	}
+	var total int64
+	seen := map[string]bool{}
+	for _, l := range o.Lines {
+		switch {
+		case !lineID.MatchString(l.ID) || seen[l.ID]:
+			return fmt.Errorf("%w: %s: line id %q must be unique and match %s", ErrInvalidOrder, o.ID, l.ID, lineID)
+		case l.SKU == "" || l.Description == "":
+			return fmt.Errorf("%w: %s line %s needs a sku and a description", ErrInvalidOrder, o.ID, l.ID)
+		case l.UnitAmount <= 0 || l.Quantity <= 0 || l.UnitAmount > o.Paid || l.Quantity > o.Paid:
+			return fmt.Errorf("%w: %s line %s: unit_amount and quantity must be positive and within what was paid", ErrInvalidOrder, o.ID, l.ID)
+		case l.RefundedQuantity < 0 || l.RefundedQuantity > l.Quantity:
+			return fmt.Errorf("%w: %s line %s: refunded_quantity must be 0 to quantity", ErrInvalidOrder, o.ID, l.ID)
+		}
+		seen[l.ID] = true
+		total += l.UnitAmount * l.Quantity
+	}
+	if len(o.Lines) > 0 && total != o.Paid {
+		return fmt.Errorf("%w: %s: the lines add up to %d cents, not the %d paid", ErrInvalidOrder, o.ID, total, o.Paid)
+	}
 	return nil
+}
+
+// line returns the line with id, if the order has one.
+func (o Order) line(id string) (*Line, bool) {
+	for i := range o.Lines {
+		if o.Lines[i].ID == id {
+			return &o.Lines[i], true
+		}
+	}
+	return nil, false
 }
 
 // ShipmentKind says who made a shipment.
@@ -66,15 +112,16 @@ type Shipment struct {
 }
 
 var (
-	bucketOrders    = []byte("orders")    // id -> Order JSON
-	bucketShipments = []byte("shipments") // 8-byte big-endian seq -> Shipment JSON
-	bucketMeta      = []byte("meta")
-	keySeeded       = []byte("seeded")
+	bucketOrders      = []byte("orders")       // id -> Order JSON
+	bucketShipments   = []byte("shipments")    // 8-byte big-endian seq -> Shipment JSON
+	bucketLineRefunds = []byte("line_refunds") // ledger idempotency key -> LineRefund JSON
+	bucketMeta        = []byte("meta")
+	keySeeded         = []byte("seeded")
 )
 
 // initialize creates the buckets and, the first time only, seeds orders.
 func initialize(tx *bolt.Tx, seed []Order) error {
-	for _, b := range [][]byte{bucketOrders, bucketShipments, bucketMeta} {
+	for _, b := range [][]byte{bucketOrders, bucketShipments, bucketLineRefunds, bucketMeta} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}
@@ -107,6 +154,9 @@ func getOrder(tx *bolt.Tx, id string) (Order, error) {
 	var o Order
 	if err := json.Unmarshal(v, &o); err != nil {
 		return Order{}, fmt.Errorf("order %s: %w", id, err)
+	}
+	if o.Lines == nil {
+		o.Lines = []Line{}
 	}
 	return o, nil
 }
@@ -248,4 +298,62 @@ func (s *Server) shipments(order, ref string) ([]Shipment, error) {
 		return nil, err
 	}
 	return all, nil
+}
+
+// LineRefund is the ledger's booking of a line-item refund: Quantity units
+// of Line on Order for Amount cents, under the ledger's idempotency Key.
+type LineRefund struct {
+	Order    string `json:"order"`
+	Line     string `json:"line"`
+	Quantity int64  `json:"quantity"`
+	Amount   int64  `json:"amount"`
+	Key      string `json:"key"`
+}
+
+// BookLineRefund checks a line-item refund against the order's line and
+// counts its units as refunded, in one write transaction, so two bookings
+// cannot both take the last unit. The amount must be the line's unit
+// amount times the quantity, and the quantity at most what is left. A key
+// booked before answers again (replayed true) if the booking is the same,
+// and is refused if it is not: the ledger retries with its key, and a
+// retry must not count the units twice. The refusals are *RefusedLine.
+func (s *Server) BookLineRefund(b LineRefund) (replayed bool, err error) {
+	err = s.core.Update(func(tx *bolt.Tx) error {
+		replayed = false
+		books := tx.Bucket(bucketLineRefunds)
+		if v := books.Get([]byte(b.Key)); v != nil {
+			var was LineRefund
+			if err := json.Unmarshal(v, &was); err != nil {
+				return fmt.Errorf("line refund %q: %w", b.Key, err)
+			}
+			if was != b {
+				return &RefusedLine{Code: CodeKeyReused, Message: fmt.Sprintf("key %q booked %d of line %s on %s; use a new key for another refund", b.Key, was.Quantity, was.Line, was.Order)}
+			}
+			replayed = true
+			return nil
+		}
+		o, err := getOrder(tx, b.Order)
+		if err != nil {
+			return err
+		}
+		l, ok := o.line(b.Line)
+		switch {
+		case !ok:
+			return &RefusedLine{Code: CodeLineNotFound, Message: fmt.Sprintf("order %s has no line %q; lookup_order lists its lines", b.Order, b.Line)}
+		case b.Quantity <= 0 || b.Quantity > l.Quantity-l.RefundedQuantity:
+			return &RefusedLine{Code: CodeLineNotRefundable, Message: fmt.Sprintf("line %s of %s has %d of %d units left to refund, not %d", l.ID, b.Order, l.Quantity-l.RefundedQuantity, l.Quantity, b.Quantity)}
+		case b.Amount != l.UnitAmount*b.Quantity:
+			return &RefusedLine{Code: CodeLineAmountMismatch, Message: fmt.Sprintf("%d units of line %s of %s cost %d cents, not %d", b.Quantity, l.ID, b.Order, l.UnitAmount*b.Quantity, b.Amount)}
+		}
+		l.RefundedQuantity += b.Quantity
+		if err := putOrder(tx, o); err != nil {
+			return err
+		}
+		v, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
+		return books.Put([]byte(b.Key), v)
+	})
+	return replayed, err
 }

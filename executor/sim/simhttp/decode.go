@@ -42,6 +42,11 @@ func (f Fields) take(name string) (json.RawMessage, bool, error) {
 	return raw, ok, nil
 }
 
+// Raw takes an optional field as it was sent; ok is false when absent.
+func (f Fields) Raw(name string) (raw json.RawMessage, ok bool, err error) {
+	return f.take(name)
+}
+
 func invalid(name, want string) error {
 	return Errorf(http.StatusUnprocessableEntity, CodeInvalidField, "%s must be %s", name, want)
 }
