@@ -59,8 +59,10 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err == nil {
 		args, err = e.price(ctx, p, name, args)
 	}
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		e.schemaFailure(p, wfID, name, err) // the proposal's own flaw, not the order system's
+	}
 	if err != nil {
-		e.schemaFailure(p, wfID, name, err)
 		return store.Step{}, err
 	}
 	defer e.lock(wfID)()
