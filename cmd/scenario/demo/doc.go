@@ -15,7 +15,7 @@
 //     each refused by its own rule; the right lead comes 1000 simulated
 //     seconds too late.
 //   - RunBinding: a $120 approval cannot carry a step amended to $450.
-//   - RunGate: the pinned boundary cases against bundles p1 and p2, and p2
+//   - RunGate: the boundary cases of the limits in force against bundles p1 and p2, and p2
 //     offered to a running sidecar.
 //   - RunCrashMatrix: a refund and a reshipment crashed at each failpoint,
 //     resumed by a new stack over the same directory, with and without

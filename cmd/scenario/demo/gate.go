@@ -31,7 +31,7 @@ type GateRun struct {
 	TestFailures []string      `json:"test_failures,omitempty"`
 }
 
-// Gate is section 4: the pinned boundary cases run against the current
+// Gate is section 4: the boundary cases of the limits in force run against the current
 // bundle and against the candidate with the units mistake, and the
 // candidate offered to a running sidecar.
 type Gate struct {

@@ -68,7 +68,7 @@ func (x Binding) WriteText(w io.Writer) error {
 // WriteText writes section 4.
 func (g Gate) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "4. the policy gate: the pinned boundary cases run against each bundle\n")
+	fmt.Fprintf(&b, "4. the policy gate: the boundary cases of the limits in force run against each bundle\n")
 	for _, r := range g.Runs {
 		var fails []string
 		for _, f := range r.Failures {

@@ -43,7 +43,7 @@ func (r *Report) writeTraffic(p printer) {
 }
 
 func (r *Report) writeGate(p printer) {
-	p.line("the gate on the bundles as shipped (their own Rego tests and the pinned boundary cases)")
+	p.line("the gate on the bundles as shipped (their own Rego tests and the boundary cases of the limits in force)")
 	for _, v := range r.Gate {
 		if v.Passed {
 			p.line("  %s  passes: %d Rego tests, %d pinned cases", v.Revision, v.Tests, v.Cases)
