@@ -601,8 +601,8 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 // decide takes the verdict made outside the writer if its facts still
 // hold in tx, and otherwise asks the policy again here; it logs the
 // decision, with the mode it is acted on under, applies the workflow's
-// bounds to it and audits it. A policy
-// that fails leaves the step unchanged (fail closed).
+// bounds to it and audits it. A policy that fails leaves the step
+// unchanged (fail closed).
 func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, v verdict, mode policy.Mode) (policy.Result, error) {
 	s, now := r.step, v.now
 	in := e.input(tx, w, s, f, lim, now)
