@@ -56,6 +56,21 @@ func narrow(b policy.Bounds, asked Bounds, now time.Time) (store.Bounds, error) 
 	return out, nil
 }
 
+// boundsFor are the bounds of a workflow opened at now asking for asked.
+// With no bundle active a workflow may still open, asking for nothing: it
+// stores no bounds and runs under those of the bundle active when it acts
+// (boundsOf); one that asks to narrow them is refused until a bundle is.
+func (e *Engine) boundsFor(asked Bounds, now time.Time) (store.Bounds, error) {
+	a, err := e.policy.Autonomy()
+	switch {
+	case err != nil && asked == (Bounds{}):
+		return store.Bounds{}, nil
+	case err != nil:
+		return store.Bounds{}, fmt.Errorf("create workflow: narrow its bounds: %w", err)
+	}
+	return narrow(a.Bounds, asked, now)
+}
+
 // sameAsked reports whether asked, against a workflow's stored bounds b,
 // asks for nothing b does not already have: opening the workflow again
 // with it is the same request.

@@ -84,11 +84,7 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 		}
 	}
 	now := e.clock.Now()
-	autonomy, err := e.policy.Autonomy()
-	if err != nil {
-		return store.Workflow{}, false, fmt.Errorf("create workflow: %w", err)
-	}
-	bounds, err := narrow(autonomy.Bounds, nw.Bounds, now)
+	bounds, err := e.boundsFor(nw.Bounds, now)
 	if err != nil {
 		return store.Workflow{}, false, err
 	}
