@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
@@ -137,12 +138,17 @@ func (s *Server) createWorkflow(c echo.Context) error {
 		Ticket       string `json:"ticket"`
 		ID           string `json:"id"`
 		AgentVersion string `json:"agent_version"`
+		Bounds       struct {
+			MaxSteps *int         `json:"max_steps"`
+			MaxSpend *money.Cents `json:"max_spend"`
+			Deadline *time.Time   `json:"deadline"`
+		} `json:"bounds"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
 	w, created, err := s.opts.Engine.OpenWorkflow(c.Request().Context(), person(c),
-		engine.NewWorkflow{ID: req.ID, Ticket: req.Ticket, AgentVersion: req.AgentVersion})
+		engine.NewWorkflow{ID: req.ID, Ticket: req.Ticket, AgentVersion: req.AgentVersion, Bounds: engine.Bounds(req.Bounds)})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ type workflowView struct {
 	Created        time.Time            `json:"created"`
 	Updated        time.Time            `json:"updated"`
 	AgentVersion   string               `json:"agent_version,omitempty"`
+	Bounds         *boundsView          `json:"bounds,omitempty"`
 	// Steps is absent when a workflow is created (nil) and a list, [] for
 	// none, when it is read: omitzero, unlike omitempty, keeps the [].
 	Steps []stepView `json:"steps,omitzero"`
@@ -133,9 +134,23 @@ type gateCaseView struct {
 	Got      string      `json:"got"`
 }
 
+// boundsView is a workflow's bounds. A workflow stored before bounds has
+// none to show: it runs under the active bundle's.
+type boundsView struct {
+	MaxSteps    int         `json:"max_steps"`
+	MaxSpend    money.Cents `json:"max_spend"`
+	Deadline    time.Time   `json:"deadline"`
+	MaxAttempts int         `json:"max_attempts"`
+}
+
 func newWorkflowView(w store.Workflow) workflowView {
-	return workflowView{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: w.Status,
+	v := workflowView{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: w.Status,
 		PolicyRevision: w.PolicyRevision, Created: w.Created, Updated: w.Updated, AgentVersion: w.AgentVersion}
+	if w.Bounds != (store.Bounds{}) {
+		b := boundsView(w.Bounds)
+		v.Bounds = &b
+	}
+	return v
 }
 
 // snapshotView is a workflow with its steps, from one engine read.

@@ -96,6 +96,20 @@ type inputDocument struct {
 	Args   argsDocument   `json:"args"`
 	Order  *orderDocument `json:"order"`
 	Totals totalsDocument `json:"totals"`
+	// Workflow is absent from decisions recorded before workflows had
+	// bounds; replayed, they are decided without them, as they were.
+	Workflow *runDocument `json:"workflow,omitempty"`
+}
+
+// runDocument is policy.Run as the policy sees it.
+type runDocument struct {
+	Step         int         `json:"step"`
+	MaxSteps     int         `json:"max_steps"`
+	Spent        money.Cents `json:"spent"`
+	MaxSpend     money.Cents `json:"max_spend"`
+	PastDeadline bool        `json:"past_deadline"`
+	Attempt      int         `json:"attempt"`
+	MaxAttempts  int         `json:"max_attempts"`
 }
 
 type userDocument struct {
@@ -156,6 +170,9 @@ func MarshalInput(in policy.Input) (json.RawMessage, error) {
 			doc.Order.Lines = append(doc.Order.Lines, lineDocument(l))
 		}
 	}
+	if r := in.Workflow; r != nil {
+		doc.Workflow = (*runDocument)(r)
+	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("encode the policy input: %w", err)
@@ -184,5 +201,6 @@ func UnmarshalInput(raw json.RawMessage) (policy.Input, error) {
 			in.Order.Lines = append(in.Order.Lines, policy.Line(l))
 		}
 	}
+	in.Workflow = (*policy.Run)(doc.Workflow)
 	return in, nil
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -32,6 +33,7 @@ type fakeSystems struct {
 	reversals []string
 	loseNext  int // lose the response of the next N effects, after committing them
 	dropNext  int // answer the next N effects as unknown without making them (still in flight)
+	failNext  int // fail the next N effects before making them, as an unreachable system would
 }
 
 func newFake() *fakeSystems {
@@ -81,6 +83,10 @@ func (f *fakeSystems) Execute(_ context.Context, as engine.Actor, c engine.Call)
 	if f.dropNext > 0 {
 		f.dropNext--
 		return nil, engine.ErrOutcomeUnknown
+	}
+	if f.failNext > 0 {
+		f.failNext--
+		return nil, errors.New("connection refused")
 	}
 	var result json.RawMessage
 	switch c.Tool {

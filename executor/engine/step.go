@@ -71,6 +71,9 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil {
 		return store.Step{}, err
 	}
+	if err := e.endPastDeadline(wfID); err != nil {
+		return store.Step{}, err
+	}
 	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
 		return e.admitAndReserve(ctx, tx, p, wfID, name, args, claimed, pl)
 	})
@@ -374,6 +377,9 @@ func (e *Engine) ResumeAll(ctx context.Context) error {
 }
 
 func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *Person) error {
+	if err := e.endPastDeadlineLocked(wfID); err != nil {
+		return err
+	}
 	var steps []store.Step
 	if err := e.db.View(func(tx *store.Tx) (err error) { steps, err = tx.Steps(wfID); return err }); err != nil {
 		return err
@@ -596,8 +602,9 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 
 // decide takes the verdict made outside the writer if its facts still
 // hold in tx, and otherwise asks the policy again here; it logs the
-// decision, with the mode it is acted on under, and audits it. A policy
-// that fails leaves the step unchanged (fail closed).
+// decision, with the mode it is acted on under, applies the workflow's
+// bounds to it and audits it. A policy that fails leaves the step
+// unchanged (fail closed).
 func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *reservation, f facts, lim policy.Limits, v verdict, mode policy.Mode) (policy.Result, error) {
 	s, now := r.step, v.now
 	in := e.input(tx, w, s, f, lim, now)
@@ -620,6 +627,9 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 	}); err != nil {
 		return res, err
 	}
+	// The log keeps the policy's own answer, which a dry run replays; the
+	// step is acted on within the workflow's bounds.
+	res = bounded(res, in)
 	r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
 	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),

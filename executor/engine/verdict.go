@@ -51,8 +51,9 @@ func (e *Engine) preDecide(ctx context.Context, w store.Workflow, s store.Step, 
 }
 
 // holds reports whether the verdict answers in: the same input (order,
-// delegation, call, order total, rep's day, agent's hour, order reships)
-// under the same active bundle.
+// delegation, call, order total, rep's day, agent's hour, order reships,
+// where the workflow stands against its bounds) under the same active
+// bundle.
 func (v verdict) holds(in policy.Input, revision string) bool {
 	return v.ok && v.result.Revision == revision && reflect.DeepEqual(v.in, in)
 }
@@ -60,5 +61,6 @@ func (v verdict) holds(in policy.Input, revision string) bool {
 // input is the policy's question about step s, with the totals as tx sees
 // them at now.
 func (e *Engine) input(tx *store.Tx, w store.Workflow, s store.Step, f facts, lim policy.Limits, now time.Time) policy.Input {
-	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now)}
+	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
+		Workflow: e.runOf(tx, w, s, lim, now)}
 }

@@ -56,11 +56,14 @@ type NewWorkflow struct {
 	// AgentVersion is the agent's declared version (may be empty): the
 	// circuit breaker counts failures per tool and agent version.
 	AgentVersion string
+	// Bounds narrow the active bundle's bounds for this workflow.
+	Bounds Bounds
 }
 
-// OpenWorkflow opens workflow nw on behalf of rep p. Asking again with the
-// same id, ticket and agent version for the same rep returns the existing
-// workflow with created false.
+// OpenWorkflow opens workflow nw on behalf of rep p, bounded by the active
+// bundle's bounds as nw narrows them. Asking again with the same id,
+// ticket, agent version and any bounds it already has, for the same rep,
+// returns the existing workflow with created false.
 func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w store.Workflow, created bool, err error) {
 	id, ticket := nw.ID, nw.Ticket
 	if p.Role != RoleRep {
@@ -81,11 +84,15 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 		}
 	}
 	now := e.clock.Now()
+	bounds, err := e.boundsFor(nw.Bounds, now)
+	if err != nil {
+		return store.Workflow{}, false, err
+	}
 	err = e.db.Batch(func(tx *store.Tx) error {
 		w, created = store.Workflow{}, false // this may run more than once
 		old, err := tx.Workflow(id)
 		if err == nil {
-			if old.Ticket != ticket || old.User != p.ID || old.AgentVersion != nw.AgentVersion {
+			if old.Ticket != ticket || old.User != p.ID || old.AgentVersion != nw.AgentVersion || !sameAsked(old.Bounds, nw.Bounds) {
 				return fmt.Errorf("workflow %q: %w", id, ErrWorkflowExists)
 			}
 			w = old
@@ -99,6 +106,7 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 			Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
 				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
 			PolicyRevision: e.policy.Revision(), Created: now, Updated: now, AgentVersion: nw.AgentVersion,
+			Bounds: bounds,
 		}
 		created = true
 		return tx.CreateWorkflow(w)

@@ -50,3 +50,47 @@ func TestAutonomyProblemsRefuseTheBundle(t *testing.T) {
 		}
 	}
 }
+
+// A bundle's data may set every workflow's bounds; a member it leaves out
+// has its documented default, and max_spend defaults to the rep's daily
+// cap.
+func TestBoundsFromBundleData(t *testing.T) {
+	p1 := embedded(t, "p1")
+	want := policy.DefaultBounds
+	want.MaxSpend = p1.Limits().RepDaily
+	if got := p1.Autonomy().Bounds; got != want {
+		t.Errorf("p1 bounds %+v, want %+v", got, want)
+	}
+	data := `{"countersign": {"limits": ` + p1LimitsObject + `,
+		"bounds": {"max_steps": 3, "max_spend": 7500, "deadline_seconds": 600}}}`
+	got := customBundle(t, "bounded", regoSource(t, "call/call.rego"), data, nil).Autonomy().Bounds
+	want = policy.Bounds{MaxSteps: 3, MaxSpend: 7500, Deadline: 10 * time.Minute, MaxAttempts: policy.DefaultBounds.MaxAttempts}
+	if got != want {
+		t.Errorf("bounds %+v, want %+v", got, want)
+	}
+}
+
+// Every problem with the bounds is reported at once, and the bundle is
+// refused.
+func TestBoundsProblemsRefuseTheBundle(t *testing.T) {
+	for _, tc := range []struct{ name, bounds, want string }{
+		{"not an object", `[1]`, "bounds must be an object"},
+		{"zero, fractional, a string and an unknown member",
+			`{"max_steps": 0, "max_spend": 10.5, "deadline_seconds": "1h", "retries": 2}`,
+			`bounds: max_steps must be|bounds: max_spend must be|bounds: deadline_seconds must be|unknown member "retries"`},
+		{"too many attempts", `{"max_attempts": 4294967296}`, "bounds: max_attempts must be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := `{"countersign": {"limits": ` + p1LimitsObject + `, "bounds": ` + tc.bounds + `}}`
+			_, err := policy.LoadFS(customFS(t, "bad", regoSource(t, "call/call.rego"), data, nil))
+			if !errors.Is(err, policy.ErrInvalidBundle) {
+				t.Fatalf("err %v, want ErrInvalidBundle", err)
+			}
+			for _, want := range strings.Split(tc.want, "|") {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}

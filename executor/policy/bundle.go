@@ -165,7 +165,7 @@ func LoadArchive(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	autonomy, err := decodeAutonomy(raw.Data)
+	autonomy, err := decodeAutonomy(raw.Data, limits)
 	if err != nil {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ func callInput(in Input) ast.Value {
 		// input is what it always was.
 		argFields = append(argFields, field("line", str(in.Args.Line)), field("quantity", ast.IntNumberTerm(int(in.Args.Quantity))))
 	}
-	return ast.NewObject(
+	fields := [][2]*ast.Term{
 		field("user", user),
 		field("tool", str(string(in.Tool))),
 		field("args", ast.ObjectTerm(argFields...)),
@@ -153,7 +153,19 @@ func callInput(in Input) ast.Value {
 			field("agent_hour", cents(in.Totals.AgentHour)),
 			field("order_reships", ast.IntNumberTerm(in.Totals.OrderReships)),
 		)),
-	)
+	}
+	if r := in.Workflow; r != nil {
+		fields = append(fields, field("workflow", ast.ObjectTerm(
+			field("step", ast.IntNumberTerm(r.Step)),
+			field("max_steps", ast.IntNumberTerm(r.MaxSteps)),
+			field("spent", cents(r.Spent)),
+			field("max_spend", cents(r.MaxSpend)),
+			field("past_deadline", ast.BooleanTerm(r.PastDeadline)),
+			field("attempt", ast.IntNumberTerm(r.Attempt)),
+			field("max_attempts", ast.IntNumberTerm(r.MaxAttempts)),
+		)))
+	}
+	return ast.NewObject(fields...)
 }
 
 func approverInput(in ApproverInput) ast.Value {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -180,11 +181,22 @@ func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
 // agent version within ten minutes trip it.
 var DefaultBreaker = BreakerLimits{Window: 10 * time.Minute, MaxFailures: 5}
 
+// DefaultBounds are the members of data.countersign.bounds a bundle
+// leaves out: 50 steps, a day, 5 attempts per step; an absent max_spend
+// is the bundle's rep_daily limit (a run may spend at most what its rep
+// may in a day), so it is not here.
+var DefaultBounds = Bounds{MaxSteps: 50, Deadline: 24 * time.Hour, MaxAttempts: 5}
+
+// boundKeys are the members of data.countersign.bounds.
+var boundKeys = []string{"max_steps", "max_spend", "deadline_seconds", "max_attempts"}
+
 // decodeAutonomy reads the optional data.countersign.modes ({"<tool>":
-// "shadow"|"approval_only"|"auto"}) and data.countersign.breaker
-// ({"window_seconds", "max_failures"}, each optional), reporting every
-// problem at once.
-func decodeAutonomy(data map[string]any) (Autonomy, error) {
+// "shadow"|"approval_only"|"auto"}), data.countersign.breaker
+// ({"window_seconds", "max_failures"}) and data.countersign.bounds
+// ({"max_steps", "max_spend", "deadline_seconds", "max_attempts"}), each
+// member optional, reporting every problem at once. lim gives the default
+// max_spend.
+func decodeAutonomy(data map[string]any, lim Limits) (Autonomy, error) {
 	cs, _ := data["countersign"].(map[string]any)
 	var problems []string
 	modes := map[tool.Name]Mode{}
@@ -225,11 +237,47 @@ func decodeAutonomy(data map[string]any) (Autonomy, error) {
 			}
 		}
 	}
+	bounds, bp := decodeBounds(cs, lim)
+	problems = append(problems, bp...)
 	if len(problems) > 0 {
 		slices.Sort(problems) // map order would shuffle them
 		return Autonomy{}, fmt.Errorf("%w: data.countersign: %s", ErrInvalidBundle, strings.Join(problems, "; "))
 	}
-	return Autonomy{Modes: modes, Breaker: b}, nil
+	return Autonomy{Modes: modes, Breaker: b, Bounds: bounds}, nil
+}
+
+// decodeBounds reads data.countersign.bounds from cs, each member a whole
+// number above zero, returning the problems it found.
+func decodeBounds(cs map[string]any, lim Limits) (Bounds, []string) {
+	b := DefaultBounds
+	b.MaxSpend = lim.RepDaily
+	v, ok := cs["bounds"]
+	if !ok {
+		return b, nil
+	}
+	raw, ok := v.(map[string]any)
+	if !ok {
+		return b, []string{`bounds must be an object {"max_steps", "max_spend", "deadline_seconds", "max_attempts"}`}
+	}
+	var problems []string
+	for key, x := range raw {
+		n, ok := wholePositive(x)
+		switch {
+		case !slices.Contains(boundKeys, key):
+			problems = append(problems, fmt.Sprintf("bounds: unknown member %q (%s)", key, strings.Join(boundKeys, ", ")))
+		case !ok || n > math.MaxInt32 && key != "max_spend" || n > int64(tool.MaxAmount):
+			problems = append(problems, fmt.Sprintf("bounds: %s must be a whole number above zero, got %v", key, x))
+		case key == "max_steps":
+			b.MaxSteps = int(n)
+		case key == "max_spend":
+			b.MaxSpend = money.Cents(n)
+		case key == "deadline_seconds":
+			b.Deadline = time.Duration(n) * time.Second
+		default:
+			b.MaxAttempts = int(n)
+		}
+	}
+	return b, problems
 }
 
 func validTool(name tool.Name) bool {

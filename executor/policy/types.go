@@ -39,6 +39,22 @@ type Input struct {
 	Args   tool.Args
 	Order  *Order
 	Totals Totals
+	// Workflow is where the call stands against its workflow's bounds.
+	// Nil (a recorded input from before bounds, the gate's cases) sends
+	// no workflow member, and the bound rules do not apply.
+	Workflow *Run
+}
+
+// Run is the call's workflow as its bounds see it. The engine computes
+// PastDeadline from its clock: the policy has none.
+type Run struct {
+	Step         int         // this step's number in the workflow
+	MaxSteps     int         // the workflow's bound on steps (B1)
+	Spent        money.Cents // refunds of the workflow's steps done, started or unknown
+	MaxSpend     money.Cents // the workflow's bound on refunds (B2)
+	PastDeadline bool        // the workflow's deadline has passed (B3)
+	Attempt      int         // this step's attempt number, from 1
+	MaxAttempts  int         // the bound on attempts per step (B4)
 }
 
 // User is the delegation of the rep the agent works for, from their token.
@@ -122,6 +138,20 @@ type Autonomy struct {
 	// Breaker is data.countersign.breaker, or DefaultBreaker when the
 	// bundle has none.
 	Breaker BreakerLimits
+	// Bounds are every workflow's bounds unless its creation narrows
+	// them, from data.countersign.bounds (DefaultBounds says what an
+	// absent member is).
+	Bounds Bounds
+}
+
+// Bounds are the limits of one run of an agent: how many steps a workflow
+// may have, how much it may refund in all, how long it may run and how
+// many times one step may be attempted.
+type Bounds struct {
+	MaxSteps    int
+	MaxSpend    money.Cents
+	Deadline    time.Duration // from the workflow's creation
+	MaxAttempts int
 }
 
 // Mode is the default mode of t.

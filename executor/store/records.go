@@ -92,6 +92,20 @@ type Workflow struct {
 	// the workflow: the circuit breaker keeps a window per tool and
 	// version.
 	AgentVersion string `json:"agent_version,omitempty"`
+	// Bounds are the workflow's bounds, fixed when it opened: the
+	// bundle's, narrowed by what the agent asked for. A workflow stored
+	// before bounds has the zero value, which the engine reads as the
+	// active bundle's bounds.
+	Bounds Bounds `json:"bounds,omitzero"`
+}
+
+// Bounds bound one workflow: its number of steps, its refunds in all, the
+// moment after which it pays nothing more, and the attempts of each step.
+type Bounds struct {
+	MaxSteps    int         `json:"max_steps"`
+	MaxSpend    money.Cents `json:"max_spend"`
+	Deadline    time.Time   `json:"deadline"`
+	MaxAttempts int         `json:"max_attempts"`
 }
 
 // Step is one proposed tool call and everything that happened to it.

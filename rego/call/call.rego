@@ -25,6 +25,18 @@ decision := deny("R0-unknown-user") if {
 	not known_tool
 } else := deny("R1-scope-not-delegated") if {
 	not scope_delegated
+} else := deny("B3-workflow-deadline") if {
+	bounded
+	not before_deadline
+} else := deny("B1-workflow-step-limit") if {
+	bounded
+	not within_step_limit
+} else := deny("B2-workflow-spend-limit") if {
+	bounded
+	not within_spend_limit
+} else := deny("B4-attempt-limit") if {
+	bounded
+	not within_attempt_limit
 } else := deny("R2-order-outside-region") if {
 	not order_in_region
 } else := refund_decision if {
@@ -90,6 +102,36 @@ known_user if {
 known_tool if tool_scope[input.tool]
 
 scope_delegated if tool_scope[input.tool] in input.user.scopes
+
+# B1-B4 bound the workflow the call is in, whatever the tool, so they come
+# right after the delegation. The engine sends input.workflow for every
+# call it decides (its bounds, where the workflow stands, and whether its
+# deadline has passed, by the engine's clock); an input without it (a
+# decision recorded before workflows had bounds, replayed) is not bounded
+# by these rules. A workflow member that is there but mistyped denies.
+bounded if "workflow" in object.keys(input)
+
+before_deadline if input.workflow.past_deadline == false
+
+within_step_limit if {
+	input.workflow.step > 0
+	input.workflow.step <= input.workflow.max_steps
+}
+
+# Only refunds spend. What the workflow has spent counts with this amount,
+# compared with the room the bound leaves for it, as the caps below are.
+within_spend_limit if input.tool != "issue_refund"
+
+within_spend_limit if {
+	is_number(input.args.amount)
+	input.workflow.spent >= 0
+	input.workflow.spent <= input.workflow.max_spend - input.args.amount
+}
+
+within_attempt_limit if {
+	input.workflow.attempt > 0
+	input.workflow.attempt <= input.workflow.max_attempts
+}
 
 # R2 also stands for a well-formed order record: one with a status and a
 # number paid. Anything less is treated as no order.

@@ -407,3 +407,70 @@ test_refund_by_amount_needs_no_line if {
 test_line_refund_with_a_null_line_is_denied if {
 	decide(line_refund(null, 1, 1200)) == deny("R12-line-not-refundable")
 }
+
+# --- B1-B4: the bounds of the workflow a call is in ---
+
+# within is a workflow with room on every bound.
+within := {
+	"step": 2, "max_steps": 3, "spent": 4000, "max_spend": 5000,
+	"past_deadline": false, "attempt": 1, "max_attempts": 5,
+}
+
+bounded_refund(amount, workflow) := object.union(refund(rep_ana, "O-1001", amount, no_totals), {"workflow": workflow})
+
+test_bounds_within_every_bound_decide_as_before if {
+	decide(bounded_refund(1000, within)) == allow
+	decide(replace(reship(orders["O-1001"]), "workflow", within)) == allow
+}
+
+test_bounds_absent_do_not_apply if {
+	decide(refund(rep_ana, "O-1001", 3000, no_totals)) == allow
+}
+
+test_b3_past_the_deadline_denies_any_tool if {
+	late := object.union(within, {"past_deadline": true})
+	decide(bounded_refund(1000, late)) == deny("B3-workflow-deadline")
+	decide(replace(reship(orders["O-1001"]), "workflow", late)) == deny("B3-workflow-deadline")
+}
+
+test_b3_comes_before_the_other_bounds if {
+	decide(bounded_refund(1000, object.union(within, {"past_deadline": true, "step": 9, "attempt": 9}))) == deny("B3-workflow-deadline")
+}
+
+test_b1_a_step_above_max_steps_denies if {
+	decide(bounded_refund(1000, object.union(within, {"step": 4}))) == deny("B1-workflow-step-limit")
+	decide(bounded_refund(1000, object.union(within, {"step": 3}))) == allow
+}
+
+test_b2_a_refund_crossing_max_spend_denies if {
+	decide(bounded_refund(1001, within)) == deny("B2-workflow-spend-limit")
+}
+
+test_b2_a_refund_landing_on_max_spend_is_allowed if {
+	decide(bounded_refund(1000, within)) == allow
+}
+
+test_b2_does_not_bound_a_reship if {
+	spent := object.union(within, {"spent": 5000})
+	decide(replace(reship(orders["O-1001"]), "workflow", spent)) == allow
+}
+
+test_b2_comes_before_r3 if {
+	decide(bounded_refund(60000, within)) == deny("B2-workflow-spend-limit")
+}
+
+test_b4_an_attempt_above_max_attempts_denies if {
+	decide(bounded_refund(1000, object.union(within, {"attempt": 6}))) == deny("B4-attempt-limit")
+	decide(bounded_refund(1000, object.union(within, {"attempt": 5}))) == allow
+}
+
+test_bounds_mistyped_workflow_denies if {
+	decide(bounded_refund(1000, null)) == deny("B3-workflow-deadline")
+	decide(bounded_refund(1000, object.union(within, {"past_deadline": "no"}))) == deny("B3-workflow-deadline")
+	decide(bounded_refund(1000, object.union(within, {"step": "2"}))) == deny("B1-workflow-step-limit")
+	decide(bounded_refund(1000, object.union(within, {"step": 0}))) == deny("B1-workflow-step-limit")
+	decide(bounded_refund(1000, object.union(within, {"spent": null}))) == deny("B2-workflow-spend-limit")
+	decide(bounded_refund(1000, object.union(within, {"spent": -1}))) == deny("B2-workflow-spend-limit")
+	decide(bounded_refund("1000", within)) == deny("B2-workflow-spend-limit")
+	decide(bounded_refund(1000, object.union(within, {"attempt": null}))) == deny("B4-attempt-limit")
+}
