@@ -112,8 +112,8 @@ func TestEngineNarrowingWiderThanTheBundleIsRefused(t *testing.T) {
 		field  string
 		says   string
 	}{
-		{"more steps", engine.Bounds{MaxSteps: &steps}, "bounds.max_steps", "bound of 50 steps"},
-		{"no steps", engine.Bounds{MaxSteps: &zero}, "bounds.max_steps", "bound of 50 steps"},
+		{"more steps", engine.Bounds{MaxSteps: &steps}, "bounds.max_steps", "bound of 200 steps"},
+		{"no steps", engine.Bounds{MaxSteps: &zero}, "bounds.max_steps", "bound of 200 steps"},
 		{"more spend", engine.Bounds{MaxSpend: &spend}, "bounds.max_spend", "bound of 100000 cents"},
 		{"a later deadline", engine.Bounds{Deadline: &late}, "bounds.deadline", "bound of 24h0m0s"},
 		{"a deadline passed", engine.Bounds{Deadline: &past}, "bounds.deadline", "must be after now"},

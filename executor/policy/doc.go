@@ -46,9 +46,9 @@
 // Beside its limits a bundle's data may bound every workflow
 // (data.countersign.bounds: {"max_steps", "max_spend", "deadline_seconds",
 // "max_attempts"}, each a whole number above zero, each optional; any
-// problem refuses the bundle at load). An absent member is 50 steps, the
+// problem refuses the bundle at load). An absent member is 200 steps, the
 // bundle's rep_daily in cents, 86400 seconds from the workflow's creation
-// and 5 attempts per step (DefaultBounds); the embedded releases carry
+// and 10 attempts per step (DefaultBounds); the embedded releases carry
 // none. A workflow may narrow them when it opens. The engine sends where a
 // call stands against them as input.workflow (Run), and the call rules
 // B1-B4 deny on it; the engine applies the same bounds after any bundle's

@@ -182,10 +182,10 @@ func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
 var DefaultBreaker = BreakerLimits{Window: 10 * time.Minute, MaxFailures: 5}
 
 // DefaultBounds are the members of data.countersign.bounds a bundle
-// leaves out: 50 steps, a day, 5 attempts per step; an absent max_spend
+// leaves out: 200 steps, a day, 10 attempts per step; an absent max_spend
 // is the bundle's rep_daily limit (a run may spend at most what its rep
 // may in a day), so it is not here.
-var DefaultBounds = Bounds{MaxSteps: 50, Deadline: 24 * time.Hour, MaxAttempts: 5}
+var DefaultBounds = Bounds{MaxSteps: 200, Deadline: 24 * time.Hour, MaxAttempts: 10}
 
 // boundKeys are the members of data.countersign.bounds.
 var boundKeys = []string{"max_steps", "max_spend", "deadline_seconds", "max_attempts"}
