@@ -36,8 +36,8 @@ func (e *env) openBounded(t *testing.T, id string, bounds map[string]any) bounde
 func TestBoundsStopStepsOverHTTP(t *testing.T) {
 	e := start(t, devstack.Options{})
 	w := e.openBounded(t, "W-steps", map[string]any{"max_steps": 2})
-	if w.Bounds.MaxSteps != 2 || w.Bounds.MaxSpend != 100000 || w.Bounds.MaxAttempts != 5 {
-		t.Errorf("bounds %+v, want max_steps 2 and the defaults (max_spend 100000, max_attempts 5)", w.Bounds)
+	if w.Bounds.MaxSteps != 2 || w.Bounds.MaxSpend != 100000 || w.Bounds.MaxAttempts != 10 {
+		t.Errorf("bounds %+v, want max_steps 2 and the defaults (max_spend 100000, max_attempts 10)", w.Bounds)
 	}
 	for i, order := range []string{"O-1001", "O-1002", "O-1005"} { // EU orders, rep-ana's region
 		_, s := e.propose(t, "rep-ana", "W-steps", "lookup_order", map[string]string{"order": order})
@@ -98,7 +98,7 @@ func TestBoundsWiderThanTheBundleAre422(t *testing.T) {
 		bounds any
 		says   string
 	}{
-		{"more steps", map[string]any{"max_steps": 51}, "bounds.max_steps"},
+		{"more steps", map[string]any{"max_steps": 201}, "bounds.max_steps"},
 		{"more spend", map[string]any{"max_spend": 100001}, "bundle's bound of 100000 cents"},
 		{"a later deadline", map[string]any{"deadline": time.Now().Add(48 * time.Hour).Format(time.RFC3339)}, "bounds.deadline"},
 		{"fractional cents", map[string]any{"max_spend": 10.5}, "max_spend"},
@@ -112,4 +112,30 @@ func TestBoundsWiderThanTheBundleAre422(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A refund whose ledger is down is tried at most max_attempts times (10
+// by default): each resume dispatches it again until the bound, and the
+// next resume denies it B4 with nothing paid.
+func TestBoundsAttemptsOverHTTP(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.openBounded(t, "W-attempts", nil)
+	faults := e.st.Endpoints.Ledger + "/_sim/faults"
+	e.sim(t, http.MethodPut, faults, map[string]int{"unavailable": 1000}, http.StatusOK)
+	r, _ := e.propose(t, "rep-ana", "W-attempts", "issue_refund", refund("O-1001", 3000))
+	r.want(t, http.StatusServiceUnavailable, "system_unavailable")
+	var w workflow
+	for range 20 {
+		if w = e.resume(t, "rep-ana", "W-attempts"); w.Steps[0].Status != "pending" {
+			break
+		}
+	}
+	if s := w.Steps[0]; s.Status != "denied" || s.Rule != "B4-attempt-limit" {
+		t.Fatalf("after the ledger stayed down: step %s %s, want denied B4-attempt-limit", s.Status, s.Rule)
+	}
+	e.sim(t, http.MethodPut, faults, map[string]int{}, http.StatusOK)
+	if w := e.resume(t, "rep-ana", "W-attempts"); w.Steps[0].Status != "denied" {
+		t.Errorf("the ledger back: step %s, want it to stay denied", w.Steps[0].Status)
+	}
+	e.wantLedger(t, 0)
 }

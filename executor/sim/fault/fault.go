@@ -1,7 +1,7 @@
 // Package fault injects the failures of a system of record that countersign
 // must survive or detect: a response lost after the commit, a slow answer,
 // a write acknowledged and then lost, an adapter bug that records a wrong
-// amount. The crash matrix, the dispatch retry tests and the reconciliation
+// amount, a system down that refuses writes before any effect. The crash matrix, the dispatch retry tests and the reconciliation
 // classes are built on them.
 //
 // Faults are counters, never on by default. Each write that a fault affects
@@ -44,6 +44,9 @@ type Faults struct {
 	// WrongAmount (ledger only): record amount/10 instead of the requested
 	// amount, as an adapter with a units bug would.
 	WrongAmount int `json:"wrong_amount"`
+	// Unavailable: answer the next writes 503 unavailable before looking
+	// at them: the system is down and nothing happened.
+	Unavailable int `json:"unavailable"`
 }
 
 // Effects are the faults one write is subject to.
@@ -69,7 +72,7 @@ var ErrInvalid = errors.New("fault: invalid counters")
 
 // Set replaces the counters.
 func (i *Injector) Set(f Faults) error {
-	if f.LoseResponse < 0 || f.DelayMS < 0 || f.DelayWritesMS < 0 || f.LoseWrite < 0 || f.WrongAmount < 0 {
+	if f.LoseResponse < 0 || f.DelayMS < 0 || f.DelayWritesMS < 0 || f.LoseWrite < 0 || f.WrongAmount < 0 || f.Unavailable < 0 {
 		return fmt.Errorf("%w: counters cannot be negative: %+v", ErrInvalid, f)
 	}
 	if i.NoWrongAmount && f.WrongAmount != 0 {
@@ -130,6 +133,18 @@ func (i *Injector) Take(amounts bool) Effects {
 		e.WrongAmount = true
 	}
 	return e
+}
+
+// TakeUnavailable consumes one unit of unavailable, reporting whether
+// this write is to be answered 503 before anything is done.
+func (i *Injector) TakeUnavailable() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.f.Unavailable > 0 {
+		i.f.Unavailable--
+		return true
+	}
+	return false
 }
 
 // TakeReplay consumes lose_response for an answer that replays a recorded
@@ -198,6 +213,7 @@ func Decode(body []byte) (Faults, error) {
 		{"delay_writes_ms", &f.DelayWritesMS},
 		{"lose_write", &f.LoseWrite},
 		{"wrong_amount", &f.WrongAmount},
+		{"unavailable", &f.Unavailable},
 	} {
 		if *c.dst, err = fields.Count(c.name); err != nil {
 			return Faults{}, err

@@ -42,6 +42,7 @@ const (
 	CodeNotFound         = "not_found"               // 404
 	CodeMethodNotAllowed = "method_not_allowed"      // 405
 	CodeKeysUnavailable  = "jwks_unavailable"        // 503
+	CodeUnavailable      = "unavailable"             // 503
 	CodeInternal         = "internal"                // 500
 )
 

@@ -161,13 +161,18 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	return s, c, nil
 }
 
-// ServeHTTP serves the system's API. The delay faults apply here to every
-// request outside the /_sim/ admin endpoints.
+// ServeHTTP serves the system's API. The delay and unavailable faults
+// apply here to every request outside the /_sim/ admin endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/_sim/") {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if err := s.core.Faults.Delay(r.Context(), write); err != nil {
 			return // the client left or the server is closing
+		}
+		if write && s.core.Faults.TakeUnavailable() {
+			simhttp.WriteError(w, r, s.core.Log, simhttp.Errorf(http.StatusServiceUnavailable, simhttp.CodeUnavailable,
+				"the %s is unavailable (injected fault); nothing was done: try again later", s.title))
+			return
 		}
 	}
 	s.core.Router.ServeHTTP(w, r)
