@@ -104,7 +104,7 @@ func TestEnginePastTheDeadlineEndsOpenSteps(t *testing.T) {
 func TestEngineNarrowingWiderThanTheBundleIsRefused(t *testing.T) {
 	h := newHarness(t, engine.DefaultControls())
 	now := h.clock.Now()
-	steps, zero, spend := 51, 0, money.Cents(100001)
+	steps, zero, spend := policy.DefaultBounds.MaxSteps+1, 0, money.Cents(100001)
 	late, past := now.Add(25*time.Hour), now.Add(-time.Second)
 	for _, tc := range []struct {
 		name   string
