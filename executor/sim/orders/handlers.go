@@ -150,6 +150,14 @@ func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
 	if o.Paid, err = f.Cents("paid"); err != nil {
 		return err
 	}
+	o.Currency = DefaultCurrency
+	if raw, ok, err := f.Raw("currency"); err != nil {
+		return err
+	} else if ok {
+		if err := strictjson.Decode(raw, &o.Currency); err != nil || !currency.MatchString(o.Currency) {
+			return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "currency must be an ISO 4217 code such as \"USD\"")
+		}
+	}
 	if raw, ok, err := f.Raw("lines"); err != nil {
 		return err
 	} else if ok {

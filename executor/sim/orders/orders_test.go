@@ -211,7 +211,9 @@ func TestLookupAndReship(t *testing.T) {
 	e := start(t)
 	r := e.must("GET", "/orders/O-1001", e.token("lookup", "lookup_order", "O-1001"), "")
 	var o orders.Order
-	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || !reflect.DeepEqual(o, seed[0]) {
+	want := seed[0]
+	want.Currency = orders.DefaultCurrency // the seed's orders are put without one
+	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || !reflect.DeepEqual(o, want) {
 		t.Fatalf("lookup: %d %s", r.status, r.body)
 	}
 	if r := e.must("GET", "/orders/O-9999", e.token("lookup", "lookup_order", "O-9999"), ""); r.status != 404 || r.code(t) != "not_found" {
@@ -566,5 +568,30 @@ func TestOrderLinesMustAddUp(t *testing.T) {
 		if r := e.must("POST", "/_sim/orders", "", tc.body); r.status != tc.status {
 			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
 		}
+	}
+}
+
+// An order carries the currency of its amounts: USD unless added with
+// another ISO 4217 code; anything else is refused.
+func TestOrderCurrency(t *testing.T) {
+	s := start(t)
+	post := func(body string) (int, string) {
+		t.Helper()
+		res, err := http.Post(s.url+"/_sim/orders", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := post(`{"id":"O-8001","region":"EU","customer":"c","paid":1000,"status":"shipped"}`); code != http.StatusCreated || !strings.Contains(body, `"currency":"USD"`) {
+		t.Errorf("without a currency: %d %s, want 201 with USD", code, body)
+	}
+	if code, body := post(`{"id":"O-8002","region":"EU","customer":"c","paid":1000,"status":"shipped","currency":"EUR"}`); code != http.StatusCreated || !strings.Contains(body, `"currency":"EUR"`) {
+		t.Errorf("with EUR: %d %s", code, body)
+	}
+	if code, _ := post(`{"id":"O-8003","region":"EU","customer":"c","paid":1000,"status":"shipped","currency":"euro"}`); code != http.StatusUnprocessableEntity {
+		t.Errorf("currency euro: %d, want 422", code)
 	}
 }

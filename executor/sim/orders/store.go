@@ -31,8 +31,18 @@ type Order struct {
 	Customer string `json:"customer"`
 	Paid     int64  `json:"paid"`
 	Status   string `json:"status"`
+	// Currency is the ISO 4217 code of every amount of the order, paid
+	// and the lines' unit amounts, all in its minor unit (cents).
+	Currency string `json:"currency"`
 	Lines    []Line `json:"lines"`
 }
+
+// DefaultCurrency is the currency of an order added without one: the
+// Quillfeather fixture's amounts are all in US dollars.
+const DefaultCurrency = "USD"
+
+// currency is what an order's currency may be: an ISO 4217 code.
+var currency = regexp.MustCompile(`^[A-Z]{3}$`)
 
 // Line is one line of an order. RefundedQuantity counts the units the
 // ledger booked as refunded (see BookLineRefund).
@@ -139,6 +149,9 @@ func initialize(tx *bolt.Tx, seed []Order) error {
 }
 
 func putOrder(tx *bolt.Tx, o Order) error {
+	if o.Currency == "" {
+		o.Currency = DefaultCurrency
+	}
 	v, err := json.Marshal(o)
 	if err != nil {
 		return err
@@ -157,6 +170,9 @@ func getOrder(tx *bolt.Tx, id string) (Order, error) {
 	}
 	if o.Lines == nil {
 		o.Lines = []Line{}
+	}
+	if o.Currency == "" { // stored before orders had a currency
+		o.Currency = DefaultCurrency
 	}
 	return o, nil
 }
