@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -40,7 +41,7 @@ func openStopped(data string, timeout time.Duration, instead string) (*store.DB,
 	if data == "" {
 		return nil, errors.New("--data DIR is required: the directory the sidecar keeps its state in")
 	}
-	path := filepath.Join(data, "sidecar.db")
+	path := filepath.Join(data, stack.StoreFile)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("no sidecar.db in %s: pass the --data directory of `countersign serve`", data)

@@ -3,12 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -28,13 +27,7 @@ their reason. The sidecar must be stopped (it holds the store's lock); while it
 runs, ask it: GET /v1/bundles.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if data == "" {
-				return errors.New("--data DIR is required")
-			}
-			db, err := store.Open(filepath.Join(data, stack.StoreFile), store.Options{})
-			if errors.Is(err, store.ErrLocked) {
-				return fmt.Errorf("%w: stop the sidecar, or ask it with GET /v1/bundles", err)
-			}
+			db, err := openStopped(data, time.Second, "GET /v1/bundles")
 			if err != nil {
 				return err
 			}

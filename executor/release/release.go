@@ -65,21 +65,22 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		if h.Log == nil {
 			return nil
 		}
-		_, err := h.Log.Append(tx, auditRecord(rec))
+		_, err := h.Log.Append(tx, auditRecord(rec, r.Impact))
 		return err
 	})
 }
 
-// auditRecord is the audit chain's record of a bundle attempt: everything a
-// reviewer needs to follow it without the history.
-func auditRecord(rec store.BundleRecord) audit.Record {
+// auditRecord is the audit chain's record of a bundle attempt, with a
+// summary of the replay (imp, an impact.Report when one was made):
+// everything a reviewer needs to follow it without the history.
+func auditRecord(rec store.BundleRecord, imp any) audit.Record {
 	failures := make([]string, 0, len(rec.Failures))
 	for _, f := range rec.Failures {
+		what := f.Amount.String()
 		if f.Case == policy.LimitChangeUndeclared {
-			failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Case, f.Expected, f.Got))
-			continue
+			what = f.Case
 		}
-		failures = append(failures, fmt.Sprintf("%s: expected %s got %s", f.Amount, f.Expected, f.Got))
+		failures = append(failures, fmt.Sprintf("%s: expected %s got %s", what, f.Expected, f.Got))
 	}
 	changes := make([]string, 0, len(rec.LimitChanges))
 	for _, c := range rec.LimitChanges {
@@ -95,21 +96,12 @@ func auditRecord(rec store.BundleRecord) audit.Record {
 	if rec.Rollback {
 		detail["rollback"] = true
 	}
-	if len(rec.Impact) > 0 {
-		var imp struct {
-			Replayed int `json:"replayed"`
-			Changed  []struct {
-				From, To, Rule string
-				Count          int
-			} `json:"changed"`
+	if r, ok := imp.(impact.Report); ok {
+		flips := make([]string, 0, len(r.Changed))
+		for _, c := range r.Changed {
+			flips = append(flips, fmt.Sprintf("%d %s -> %s (%s)", c.Count, c.From, c.To, c.Rule))
 		}
-		if json.Unmarshal(rec.Impact, &imp) == nil {
-			flips := make([]string, 0, len(imp.Changed))
-			for _, c := range imp.Changed {
-				flips = append(flips, fmt.Sprintf("%d %s -> %s (%s)", c.Count, c.From, c.To, c.Rule))
-			}
-			detail["impact"] = map[string]any{"replayed": imp.Replayed, "changed": flips}
-		}
+		detail["impact"] = map[string]any{"replayed": r.Replayed, "changed": flips}
 	}
 	return audit.Record{At: rec.At, Kind: audit.KindBundle, Actor: rec.By, Detail: detail}
 }
