@@ -161,6 +161,16 @@ func (e *Engine) endPastDeadline(wfID string) error {
 	if err != nil {
 		return nil // no bundle, no decision: nothing runs either
 	}
+	// Nearly every call comes before the deadline: read first, so that it
+	// costs no commit on the proposal's path.
+	var past bool
+	if err := e.db.View(func(tx *store.Tx) error {
+		w, err := tx.Workflow(wfID)
+		past = err == nil && pastDeadline(e.boundsOf(w, lim), e.clock.Now())
+		return err
+	}); err != nil || !past {
+		return err
+	}
 	return e.db.Batch(func(tx *store.Tx) error {
 		w, err := tx.Workflow(wfID)
 		if err != nil {
