@@ -38,11 +38,13 @@ func (l *workflowLocks) lock(wf string) func() {
 		}
 		go func() {
 			<-pending
+			// Drop the reference before unlocking, so that whoever takes
+			// the lock next finds this holder gone from the count.
 			l.mu.Lock()
 			e.pending = nil
+			l.dropLocked(wf, e)
 			l.mu.Unlock()
 			e.Unlock()
-			l.unref(wf, e)
 		}()
 	}
 }
@@ -86,6 +88,13 @@ func (l *workflowLocks) ref(wf string) *workflowLock {
 func (l *workflowLocks) unref(wf string, e *workflowLock) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.dropLocked(wf, e)
+}
+
+// dropLocked drops one reference to e; l.mu is held. An entry no one
+// references leaves the map even while its mutex is still locked: no one
+// else can reach it, and the next locker of wf makes a fresh one.
+func (l *workflowLocks) dropLocked(wf string, e *workflowLock) {
 	if e.refs--; e.refs == 0 {
 		delete(l.entries, wf)
 	}
