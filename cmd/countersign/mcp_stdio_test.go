@@ -110,4 +110,3 @@ func stdioDecode(t *testing.T, res *mcp.CallToolResult, v any) {
 		t.Fatalf("structured content %s: %v", b, err)
 	}
 }
-
