@@ -152,6 +152,18 @@ type Approval struct {
 	Summary         string         `json:"summary"`
 	Requester       string         `json:"requester"`
 	RequesterRegion string         `json:"requester_region"`
+	// Rule is the policy rule that asked for the approval; Ticket is the
+	// workflow's; Customer and OrderPaid are the order record's when the
+	// approval was requested. An approval stored before they were kept
+	// has them empty.
+	Rule      string      `json:"rule,omitempty"`
+	Ticket    string      `json:"ticket,omitempty"`
+	Customer  string      `json:"customer,omitempty"`
+	OrderPaid money.Cents `json:"order_paid,omitempty"`
+	// Replaces is the earlier approval of the same step that this one
+	// replaces: after an amendment, an expiry or a rejection of another
+	// call.
+	Replaces        string         `json:"replaces,omitempty"`
 	Approver        string         `json:"approver,omitempty"`
 	Status          ApprovalStatus `json:"status"`
 	Comment         string         `json:"comment,omitempty"`
