@@ -72,8 +72,19 @@ func TestApprovalPath(t *testing.T) {
 	id := step.Approval.ID
 
 	queue, err := lead.Approvals(ctx, client.ApprovalQuery{Status: client.ApprovalPending})
-	if err != nil || !slices.ContainsFunc(queue, func(a client.Approval) bool { return a.ID == id }) {
+	i := slices.IndexFunc(queue, func(a client.Approval) bool { return a.ID == id })
+	if err != nil || i < 0 {
 		t.Fatalf("lead-dee's queue %+v, %v; want %s", queue, err, id)
+	}
+	if q := queue[i]; q.CanApprove == nil || !*q.CanApprove || q.Rule != "R7-refund-needs-approval" || q.Ticket != "T-1" || q.OrderRefunded == nil {
+		t.Errorf("queue item %+v: want can_approve, the rule, the ticket and the refunds made", q)
+	}
+	if mine, err := as("lead-eli").Approvals(ctx, client.ApprovalQuery{Status: client.ApprovalPending}); err != nil || len(mine) != 0 {
+		t.Errorf("lead-eli (another region) sees %+v, %v by default", mine, err)
+	}
+	all, err := as("lead-eli").Approvals(ctx, client.ApprovalQuery{Status: client.ApprovalPending, All: true})
+	if err != nil || len(all) != 1 || all[0].CanApprove == nil || *all[0].CanApprove || all[0].Code != "approver_outside_region" {
+		t.Errorf("lead-eli's whole queue %+v, %v", all, err)
 	}
 	a, err := lead.Approval(ctx, id)
 	if err != nil || a.Requester != "rep-ana" || a.CallHash == "" {
@@ -81,7 +92,7 @@ func TestApprovalPath(t *testing.T) {
 	}
 	_, err = rep.Approve(ctx, id, "")
 	apiError(t, err, http.StatusForbidden, "requester_cannot_approve")
-	if a, err = lead.Approve(ctx, id, "damaged in transit"); err != nil || a.Status != client.ApprovalApproved || a.Approver != "lead-dee" {
+	if a, err = lead.Approve(ctx, id, "damaged in transit"); err != nil || a.Status != client.ApprovalApproved || a.Approver != "lead-dee" || a.CanApprove != nil {
 		t.Fatalf("approve: %+v, %v", a, err)
 	}
 	_, err = lead.Reject(ctx, id, "")

@@ -151,9 +151,7 @@ type Args struct {
 	Quantity int64        `json:"quantity,omitempty"`
 }
 
-// Approval is one approval request. The queue's details (rule, ticket,
-// customer, order amounts, the approval it replaces, whether the caller
-// may approve it) are present when the sidecar serves them.
+// Approval is one approval request.
 type Approval struct {
 	ID          string         `json:"id"`
 	Workflow    string         `json:"workflow"`
@@ -170,18 +168,20 @@ type Approval struct {
 	Expires     time.Time      `json:"expires"`
 	CallHash    string         `json:"call_hash"`
 
-	Rule          string            `json:"rule,omitempty"`
-	Ticket        string            `json:"ticket,omitempty"`
-	Customer      string            `json:"customer,omitempty"`
-	OrderPaid     money.Cents       `json:"order_paid,omitempty"`
-	OrderRefunded money.Cents       `json:"order_refunded,omitempty"`
+	Rule      string      `json:"rule,omitempty"`
+	Ticket    string      `json:"ticket,omitempty"`
+	Customer  string      `json:"customer,omitempty"`
+	OrderPaid money.Cents `json:"order_paid,omitempty"`
+	// The rest are a reviewer's, shown on the queue and on GET of one
+	// approval (nil elsewhere): the refunds already made on the order, the
+	// approval this one replaces, whether the caller may approve it now
+	// and, when not, the Code that says why (requester_cannot_approve,
+	// approver_not_lead, approver_outside_region, above_approver_limit,
+	// approval_expired, not_pending).
+	OrderRefunded *money.Cents      `json:"order_refunded,omitempty"`
 	Replaces      *ReplacedApproval `json:"replaces,omitempty"`
-	// CanApprove says whether the caller may approve it now; when false,
-	// Code says why (requester_cannot_approve, approver_not_lead,
-	// approver_outside_region, above_approver_limit, approval_expired,
-	// not_pending).
-	CanApprove bool   `json:"can_approve,omitempty"`
-	Code       string `json:"code,omitempty"`
+	CanApprove    *bool             `json:"can_approve,omitempty"`
+	Code          string            `json:"code,omitempty"`
 }
 
 // ReplacedApproval is the earlier approval of the same step that an

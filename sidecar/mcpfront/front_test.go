@@ -122,6 +122,14 @@ func TestMCPApprovalCompletesWait(t *testing.T) {
 	if list.IsError || i < 0 {
 		t.Fatalf("lead-eli's approvals_pending does not list %s: %s", s.Approval.ID, resultText(list))
 	}
+	// What a lead needs to decide, as the API's queue has it.
+	if q := queue.Approvals[i]; q.Rule != "R7-refund-needs-approval" || q.Ticket != "T-wait" || q.Requester != "rep-ben" ||
+		q.OrderPaid == 0 || q.OrderRefunded == nil || q.CanApprove == nil || !*q.CanApprove || q.Code != "" {
+		t.Errorf("queue item %+v: want rule, ticket, requester, the order's amounts and can_approve", q)
+	}
+	if txt := resultText(list); !strings.Contains(txt, "R7-refund-needs-approval") || !strings.Contains(txt, "you may approve it") {
+		t.Errorf("approvals_pending text %q: want the rule and that lead-eli may approve it", txt)
+	}
 	ok := call(t, lead, "approval_approve", map[string]any{"id": s.Approval.ID, "comment": "cracked on arrival"})
 	var a client.Approval
 	structured(t, ok, &a)
@@ -162,6 +170,24 @@ func TestMCPApproverRefusals(t *testing.T) {
 	structured(t, call(t, agent, "issue_refund", map[string]any{"order": "O-1004", "amount": 40000}), &s)
 	if s.Approval == nil {
 		t.Fatalf("no approval on %+v", s)
+	}
+
+	// lead-fay's queue leaves out what she may not approve; the whole
+	// queue shows it with the reason.
+	fay := connect(t, st, "lead-fay", nil)
+	var mine, all struct {
+		Approvals []client.Approval `json:"approvals"`
+	}
+	structured(t, call(t, fay, "approvals_pending", nil), &mine)
+	whole := call(t, fay, "approvals_pending", map[string]any{"all": true})
+	structured(t, whole, &all)
+	if slices.ContainsFunc(mine.Approvals, func(a client.Approval) bool { return a.ID == s.Approval.ID }) {
+		t.Errorf("lead-fay's own queue lists %s, above her limit", s.Approval.ID)
+	}
+	i := slices.IndexFunc(all.Approvals, func(a client.Approval) bool { return a.ID == s.Approval.ID })
+	if i < 0 || all.Approvals[i].CanApprove == nil || *all.Approvals[i].CanApprove || all.Approvals[i].Code != "above_approver_limit" ||
+		!strings.Contains(resultText(whole), "you may not approve it: above_approver_limit") {
+		t.Errorf("lead-fay's whole queue: %s", resultText(whole))
 	}
 
 	for _, c := range []struct {

@@ -136,17 +136,20 @@ func approvalText(a client.Approval) string {
 		fmt.Fprintf(&b, "; ticket %s", a.Ticket)
 	}
 	if a.OrderPaid != 0 {
-		fmt.Fprintf(&b, "; order paid %s, refunded %s", a.OrderPaid, a.OrderRefunded)
+		fmt.Fprintf(&b, "; order paid %s", a.OrderPaid)
+	}
+	if a.OrderRefunded != nil {
+		fmt.Fprintf(&b, ", refunded already %s", *a.OrderRefunded)
 	}
 	if a.Replaces != nil {
 		fmt.Fprintf(&b, "; replaces %s (%s)", a.Replaces.ID, a.Replaces.Status)
 	}
 	fmt.Fprintf(&b, "; expires %s", a.Expires.Format("2006-01-02T15:04:05Z07:00"))
 	switch {
-	case a.Status != client.ApprovalPending:
-	case a.CanApprove:
+	case a.CanApprove == nil:
+	case *a.CanApprove:
 		b.WriteString("; you may approve it")
-	case a.Code != "":
+	default:
 		fmt.Fprintf(&b, "; you may not approve it: %s", a.Code)
 	}
 	return b.String()
