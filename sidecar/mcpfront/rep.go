@@ -51,13 +51,9 @@ func addRepTools(s *mcp.Server, r *rep) map[string]mcp.ToolHandler {
 // workflow, with the arguments as they came.
 func (r *rep) governed(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c, res := clientFor(r.cfg, req)
+		c, wf, res := r.open(ctx, req)
 		if res != nil {
 			return res, nil
-		}
-		wf, err := r.workflow(ctx, c, req)
-		if err != nil {
-			return errorResult(err), nil
 		}
 		var args any = req.Params.Arguments
 		if len(req.Params.Arguments) == 0 {
@@ -72,13 +68,9 @@ func (r *rep) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if err := decodeArgs(req.Params.Arguments, &struct{}{}); err != nil {
 		return errorResult(err), nil
 	}
-	c, res := clientFor(r.cfg, req)
+	c, wf, res := r.open(ctx, req)
 	if res != nil {
 		return res, nil
-	}
-	wf, err := r.workflow(ctx, c, req)
-	if err != nil {
-		return errorResult(err), nil
 	}
 	w, err := c.Workflow(ctx, wf)
 	if err != nil {
@@ -104,14 +96,28 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 		}
 		limit = time.Duration(*in.TimeoutSeconds) * time.Second
 	}
-	c, res := clientFor(r.cfg, req)
+	c, wf, res := r.open(ctx, req)
 	if res != nil {
 		return res, nil
 	}
-	wf, err := r.workflow(ctx, c, req)
+	w, pending, err := r.await(ctx, c, wf, limit)
 	if err != nil {
 		return errorResult(err), nil
 	}
+	if len(pending) > 0 {
+		return &mcp.CallToolResult{StructuredContent: w, Content: text("still waiting after %v for approval %v; nothing "+
+			"more has run. Call countersign_wait again to keep waiting.\n%s", limit, pending, workflowText(w))}, nil
+	}
+	if w, err = c.Resume(ctx, wf); err != nil {
+		return errorResult(err), nil
+	}
+	return &mcp.CallToolResult{StructuredContent: w, Content: text("resumed: no approval is pending any more. %s", workflowText(w))}, nil
+}
+
+// await reads the workflow every PollInterval until none of its approvals
+// is pending or limit has passed, and answers it with the approvals still
+// pending.
+func (r *rep) await(ctx context.Context, c *client.Client, wf string, limit time.Duration) (client.Workflow, []string, error) {
 	over := time.NewTimer(limit)
 	defer over.Stop()
 	tick := time.NewTicker(r.cfg.PollInterval)
@@ -119,26 +125,20 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 	for {
 		w, err := c.Workflow(ctx, wf)
 		if err != nil {
-			return errorResult(err), nil
+			return w, nil, err
 		}
 		pending := r.pending(w)
 		if len(pending) == 0 {
-			break
+			return w, nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return errorResult(fmt.Errorf("countersign_wait: %w", ctx.Err())), nil
+			return w, pending, fmt.Errorf("countersign_wait: %w", ctx.Err())
 		case <-over.C:
-			return &mcp.CallToolResult{StructuredContent: w, Content: text("still waiting after %v for approval %v; nothing "+
-				"more has run. Call countersign_wait again to keep waiting.\n%s", limit, pending, workflowText(w))}, nil
+			return w, pending, nil
 		case <-tick.C:
 		}
 	}
-	w, err := c.Resume(ctx, wf)
-	if err != nil {
-		return errorResult(err), nil
-	}
-	return &mcp.CallToolResult{StructuredContent: w, Content: text("resumed: no approval is pending any more. %s", workflowText(w))}, nil
 }
 
 // pending lists the approvals the workflow's steps wait on that a lead may
@@ -155,14 +155,19 @@ func (r *rep) pending(w client.Workflow) []string {
 	return ids
 }
 
-// workflow opens the session's workflow at its first use (create, or get
-// the one opened before with the same id and ticket) and answers its id.
-// Calls wait for each other here, so a session opens one workflow.
-func (r *rep) workflow(ctx context.Context, c *client.Client, req *mcp.CallToolRequest) (string, error) {
+// open returns the caller's client and the session's workflow, opened at
+// its first use (created, or found again with the same id and ticket), or
+// the error result that says why there is none. Calls wait for each other
+// here, so that a session opens one workflow.
+func (r *rep) open(ctx context.Context, req *mcp.CallToolRequest) (*client.Client, string, *mcp.CallToolResult) {
+	c, res := clientFor(r.cfg, req)
+	if res != nil {
+		return nil, "", res
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.wf != "" {
-		return r.wf, nil
+		return c, r.wf, nil
 	}
 	nw := client.NewWorkflow{ID: r.cfg.Workflow, Ticket: r.cfg.Ticket}
 	if nw.ID == "" && nw.Ticket == "" {
@@ -170,10 +175,10 @@ func (r *rep) workflow(ctx context.Context, c *client.Client, req *mcp.CallToolR
 	}
 	w, _, err := c.CreateWorkflow(ctx, nw)
 	if err != nil {
-		return "", fmt.Errorf("opening the session's workflow: %w", err)
+		return nil, "", errorResult(fmt.Errorf("opening the session's workflow: %w", err))
 	}
 	r.wf = w.ID
-	return r.wf, nil
+	return c, r.wf, nil
 }
 
 // sessionID is the MCP session's id, or a fresh ULID where the transport
