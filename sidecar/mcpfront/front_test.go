@@ -469,3 +469,43 @@ func TestMCPSessionsEndAtShutdown(t *testing.T) {
 		t.Errorf("closing the stack with an MCP session open: %v", err)
 	}
 }
+
+// held and suppressed are not errors and say what they mean; a held step
+// runs at countersign_wait once the operator switches the tool back on,
+// and the same call again runs nothing.
+func TestMCPHeldAndSuppressed(t *testing.T) {
+	st := start(t, devstack.Options{})
+	ctx := context.Background()
+	ops := apiClient(t, st, "ops-ida")
+	if _, err := ops.SetSwitch(ctx, "issue_refund", false, "incident drill"); err != nil {
+		t.Fatal(err)
+	}
+	agent := connect(t, st, "rep-ana", workflowHeaders("W-held", "T-held"))
+	refund := map[string]any{"order": "O-1001", "amount": 3000}
+	res := call(t, agent, "issue_refund", refund)
+	var s client.Step
+	structured(t, res, &s)
+	if res.IsError || s.Status != client.StepHeld || !strings.HasPrefix(resultText(res), "held:") {
+		t.Fatalf("a refund with the switch off: %s", resultText(res))
+	}
+	if got := ledgerEntries(t, st); len(got) != 0 {
+		t.Fatalf("a held refund paid: %+v", got)
+	}
+	if _, err := ops.SetSwitch(ctx, "issue_refund", true, "drill over"); err != nil {
+		t.Fatal(err)
+	}
+	var w client.Workflow
+	res = call(t, agent, "countersign_wait", nil)
+	structured(t, res, &w)
+	if res.IsError || w.Status != client.WorkflowDone || w.Steps[0].Status != client.StepDone {
+		t.Fatalf("countersign_wait after the switch came back: %s", resultText(res))
+	}
+	res = call(t, agent, "issue_refund", refund)
+	structured(t, res, &s)
+	if res.IsError || s.Status != client.StepSuppressed || s.DuplicateOf != 1 || !strings.HasPrefix(resultText(res), "suppressed:") {
+		t.Errorf("the same refund again: %s", resultText(res))
+	}
+	if got := ledgerEntries(t, st); len(got) != 1 {
+		t.Errorf("ledger %+v, want the one refund", got)
+	}
+}
