@@ -255,26 +255,31 @@ func (s *Server) listApprovals(c echo.Context) error {
 	default:
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "status: one of pending, approved, used, rejected, expired, void")
 	}
-	list, err := s.opts.Engine.Approvals(c.Request().Context(), status)
+	all, err := boolQuery(c, "all")
+	if err != nil {
+		return err
+	}
+	list, err := s.opts.Engine.ApprovalQueue(c.Request().Context(), person(c), engine.ApprovalQuery{Status: status, All: all})
 	if err != nil {
 		return err
 	}
 	out := approvalsAnswer{Approvals: make([]approvalView, 0, len(list))}
-	for _, a := range list {
-		out.Approvals = append(out.Approvals, newApprovalView(a))
+	for _, it := range list {
+		out.Approvals = append(out.Approvals, newApprovalItemView(it))
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
 func (s *Server) getApproval(c echo.Context) error {
-	a, err := s.opts.Engine.Approval(c.Request().Context(), c.Param("id"))
+	p := person(c)
+	it, err := s.opts.Engine.ApprovalDetail(c.Request().Context(), p, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	if p := person(c); p.Role == engine.RoleRep && p.ID != a.Requester {
+	if p.Role == engine.RoleRep && p.ID != it.Requester {
 		return newError(http.StatusForbidden, "forbidden", "a rep sees only the approvals of their own calls")
 	}
-	return c.JSON(http.StatusOK, newApprovalView(a))
+	return c.JSON(http.StatusOK, newApprovalItemView(it))
 }
 
 func (s *Server) approve(c echo.Context) error { return s.decideApproval(c, s.opts.Engine.Approve) }

@@ -92,6 +92,24 @@ type approvalView struct {
 	Created     time.Time            `json:"created"`
 	Expires     time.Time            `json:"expires"`
 	CallHash    string               `json:"call_hash"`
+	Rule        string               `json:"rule,omitempty"`
+	Ticket      string               `json:"ticket,omitempty"`
+	Customer    string               `json:"customer,omitempty"`
+	OrderPaid   money.Cents          `json:"order_paid,omitempty"`
+	// The rest are a reviewer's: on the queue and on GET of one approval.
+	OrderRefunded *money.Cents  `json:"order_refunded,omitempty"`
+	Replaces      *replacedView `json:"replaces,omitempty"`
+	CanApprove    *bool         `json:"can_approve,omitempty"`
+	Code          string        `json:"code,omitempty"`
+}
+
+// replacedView is the earlier approval of a step, whose call the new one
+// replaced.
+type replacedView struct {
+	ID       string               `json:"id"`
+	Args     argsView             `json:"args"`
+	Status   store.ApprovalStatus `json:"status"`
+	CallHash string               `json:"call_hash"`
 }
 
 // approvalsAnswer is the approval queue; [] when it is empty.
@@ -189,7 +207,18 @@ func newArgsView(name tool.Name, a tool.Args) argsView {
 func newApprovalView(a store.Approval) approvalView {
 	return approvalView{ID: a.ID, Workflow: a.Workflow, N: a.N, Tool: a.Tool, Args: newArgsView(a.Tool, a.Args),
 		Summary: a.Summary, Requester: a.Requester, Approver: a.Approver, Status: a.Status,
-		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash}
+		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash,
+		Rule: a.Rule, Ticket: a.Ticket, Customer: a.Customer, OrderPaid: a.OrderPaid}
+}
+
+// newApprovalItemView is an approval as the person reviewing it sees it.
+func newApprovalItemView(it engine.ApprovalItem) approvalView {
+	v := newApprovalView(it.Approval)
+	v.OrderRefunded, v.CanApprove, v.Code = &it.Refunded, &it.CanApprove, it.Code
+	if p := it.Previous; p != nil {
+		v.Replaces = &replacedView{ID: p.ID, Args: newArgsView(p.Tool, p.Args), Status: p.Status, CallHash: p.CallHash}
+	}
+	return v
 }
 
 func newDecisionsAnswer(p store.DecisionPage) decisionsAnswer {

@@ -26,6 +26,7 @@ func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, orde
 		return true, nil, nil
 	}
 	binding := Binding(w.ID, s.Tool, s.Args)
+	replaces := s.Approval
 	if s.Approval != "" {
 		a, err := tx.Approval(s.Approval)
 		if err != nil {
@@ -72,7 +73,11 @@ func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, orde
 		ID: id, Workflow: w.ID, N: s.N, Tool: s.Tool, Args: s.Args, CallHash: binding,
 		Summary:   Summary(w, s.Tool, s.Args, order),
 		Requester: w.User, RequesterRegion: w.Delegation.Region,
+		Rule: s.Rule, Ticket: w.Ticket, Replaces: replaces,
 		Status: store.ApprovalPending, Created: now, Expires: now.Add(lim.ApprovalTTL),
+	}
+	if order != nil {
+		a.Customer, a.OrderPaid = order.Customer, order.Paid
 	}
 	if err := tx.PutApproval(a); err != nil {
 		return false, nil, err
@@ -138,16 +143,8 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 			return fmt.Errorf("approval %s is %s: %w", id, a.Status, ErrNotPending)
 		}
 		now := e.clock.Now()
-		refused, err = e.policy.CheckApprover(ctx, policy.ApproverInput{
-			Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
-			Requester: policy.Requester{ID: a.Requester, Region: a.RequesterRegion},
-			Tool:      a.Tool, Amount: a.Args.Amount, Expires: a.Expires, Now: now,
-		})
-		if err != nil {
-			return fmt.Errorf("approver rules: %w", err)
-		}
-		if to == store.ApprovalRejected && refused == policy.AboveApproverLimit {
-			refused = ""
+		if refused, err = e.refusal(ctx, p, a, to, now); err != nil {
+			return err
 		}
 		switch refused {
 		case "":
@@ -175,6 +172,24 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		return a, &ApprovalRefused{Code: string(refused)}
 	}
 	return a, nil
+}
+
+// refusal is what the approver rules of the active bundle answer to p
+// moving pending approval a to status to: empty when they allow it. A lead
+// may reject an amount above their own limit.
+func (e *Engine) refusal(ctx context.Context, p Person, a store.Approval, to store.ApprovalStatus, now time.Time) (policy.Refusal, error) {
+	refused, err := e.policy.CheckApprover(ctx, policy.ApproverInput{
+		Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
+		Requester: policy.Requester{ID: a.Requester, Region: a.RequesterRegion},
+		Tool:      a.Tool, Amount: a.Args.Amount, Expires: a.Expires, Now: now,
+	})
+	if err != nil {
+		return "", fmt.Errorf("approver rules: %w", err)
+	}
+	if to == store.ApprovalRejected && refused == policy.AboveApproverLimit {
+		refused = ""
+	}
+	return refused, nil
 }
 
 // voidApproval voids an approval that can no longer be used, if it is

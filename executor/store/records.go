@@ -143,18 +143,30 @@ type Step struct {
 
 // Approval is a request for a lead's approval of exactly one call.
 type Approval struct {
-	ID              string         `json:"id"`
-	Workflow        string         `json:"workflow"`
-	N               int            `json:"n"`
-	Tool            tool.Name      `json:"tool"`
-	Args            tool.Args      `json:"args"`
-	CallHash        string         `json:"call_hash"`
-	Summary         string         `json:"summary"`
-	Requester       string         `json:"requester"`
-	RequesterRegion string         `json:"requester_region"`
-	Approver        string         `json:"approver,omitempty"`
-	Status          ApprovalStatus `json:"status"`
-	Comment         string         `json:"comment,omitempty"`
+	ID              string    `json:"id"`
+	Workflow        string    `json:"workflow"`
+	N               int       `json:"n"`
+	Tool            tool.Name `json:"tool"`
+	Args            tool.Args `json:"args"`
+	CallHash        string    `json:"call_hash"`
+	Summary         string    `json:"summary"`
+	Requester       string    `json:"requester"`
+	RequesterRegion string    `json:"requester_region"`
+	// Rule is the policy rule that asked for the approval; Ticket is the
+	// workflow's; Customer and OrderPaid are the order record's when the
+	// approval was requested. An approval stored before they were kept
+	// has them empty.
+	Rule      string      `json:"rule,omitempty"`
+	Ticket    string      `json:"ticket,omitempty"`
+	Customer  string      `json:"customer,omitempty"`
+	OrderPaid money.Cents `json:"order_paid,omitempty"`
+	// Replaces is the earlier approval of the same step that this one
+	// replaces: after an amendment, an expiry or a rejection of another
+	// call.
+	Replaces string         `json:"replaces,omitempty"`
+	Approver string         `json:"approver,omitempty"`
+	Status   ApprovalStatus `json:"status"`
+	Comment  string         `json:"comment,omitempty"`
 	// Retroactive marks an approval recorded after the effect (ratification
 	// during an incident), so it is never mistaken for a prior approval.
 	Retroactive bool      `json:"retroactive,omitempty"`

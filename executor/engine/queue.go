@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
+)
+
+// CodeNotPending is ApprovalItem.Code for an approval that is no longer
+// pending: no one can approve it.
+const CodeNotPending = "not_pending"
+
+// ApprovalQuery selects approvals for ApprovalQueue.
+type ApprovalQuery struct {
+	// Status keeps only approvals with it; empty keeps all.
+	Status store.ApprovalStatus
+	// All keeps pending approvals the person may not approve too. An
+	// operator, who approves nothing, always sees all.
+	All bool
+}
+
+// ApprovalItem is an approval as a lead reviews it: the call, what the
+// order has seen, what it replaces, and whether this lead may approve it.
+type ApprovalItem struct {
+	store.Approval
+	// Refunded is what countersign has refunded on the order so far.
+	Refunded money.Cents
+	// Previous is the approval this one replaces, with the earlier call
+	// in its Args; nil when it replaces none.
+	Previous *store.Approval
+	// CanApprove tells whether the person may approve it now, by the
+	// approver rules of the active bundle; when false, Code says why, in
+	// the codes of the approve endpoint (or CodeNotPending).
+	CanApprove bool
+	Code       string
+}
+
+// ApprovalQueue lists the approvals q selects as person p sees them. Unless
+// q.All, pending approvals p may not approve are left out, so a lead's
+// default view is what they can act on.
+func (e *Engine) ApprovalQueue(ctx context.Context, p Person, q ApprovalQuery) ([]ApprovalItem, error) {
+	var items []ApprovalItem
+	err := e.db.View(func(tx *store.Tx) error {
+		items = items[:0]
+		list, err := tx.Approvals(func(a store.Approval) bool { return q.Status == "" || a.Status == q.Status })
+		if err != nil {
+			return err
+		}
+		for _, a := range list {
+			it, err := itemOf(tx, a)
+			if err != nil {
+				return err
+			}
+			items = append(items, it)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := q.All || p.Role == RoleOperator
+	out := items[:0]
+	for _, it := range items {
+		if err := e.judge(ctx, p, &it); err != nil {
+			return nil, err
+		}
+		if all || it.CanApprove || it.Status != store.ApprovalPending {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// ApprovalDetail is approval id as person p sees it.
+func (e *Engine) ApprovalDetail(ctx context.Context, p Person, id string) (ApprovalItem, error) {
+	var it ApprovalItem
+	err := e.db.View(func(tx *store.Tx) error {
+		a, err := tx.Approval(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		it, err = itemOf(tx, a)
+		return err
+	})
+	if err != nil {
+		return it, err
+	}
+	return it, e.judge(ctx, p, &it)
+}
+
+func itemOf(tx *store.Tx, a store.Approval) (ApprovalItem, error) {
+	it := ApprovalItem{Approval: a, Refunded: tx.OrderSpent(a.Args.Order)}
+	if a.Replaces != "" {
+		prev, err := tx.Approval(a.Replaces)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return it, err
+		}
+		if err == nil {
+			it.Previous = &prev
+		}
+	}
+	return it, nil
+}
+
+// judge sets whether p may approve the item now.
+func (e *Engine) judge(ctx context.Context, p Person, it *ApprovalItem) error {
+	if it.Status != store.ApprovalPending {
+		it.CanApprove, it.Code = false, CodeNotPending
+		return nil
+	}
+	refused, err := e.refusal(ctx, p, it.Approval, store.ApprovalApproved, e.clock.Now())
+	if err != nil {
+		return err
+	}
+	it.CanApprove, it.Code = refused == "", string(refused)
+	return nil
+}
