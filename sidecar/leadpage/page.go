@@ -18,7 +18,7 @@ import (
 // it, and the very approve and reject that POST /v1/approvals/{id}/approve
 // and /reject call, so the approver rules and their codes are the same.
 type Approvals interface {
-	Approvals(ctx context.Context, status store.ApprovalStatus) ([]store.Approval, error)
+	ApprovalQueue(ctx context.Context, p engine.Person, q engine.ApprovalQuery) ([]engine.ApprovalItem, error)
 	Approve(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)
 	Reject(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)
 }
