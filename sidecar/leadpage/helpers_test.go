@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,33 @@ func requestRefund(t *testing.T, st *devstack.Stack, who, wf, order string, cent
 		t.Fatalf("propose a refund of %d on %s: %d %s, want 202 waiting_approval", cents, order, s, b)
 	}
 	return step.Approval.ID
+}
+
+// amendRefund has rep who amend step n of workflow wf to another amount
+// and resume it, which requests a new approval in place of the old; it
+// returns the new approval.
+func amendRefund(t *testing.T, st *devstack.Stack, who, wf string, n int, order string, cents int64) string {
+	t.Helper()
+	path := "/v1/workflows/" + wf + "/steps/" + strconv.Itoa(n)
+	if s, b := api(t, st, http.MethodPatch, path, who, map[string]any{"args": map[string]any{"order": order, "amount": cents}}); s != http.StatusOK {
+		t.Fatalf("amend %s: %d %s", path, s, b)
+	}
+	s, b := api(t, st, http.MethodPost, "/v1/workflows/"+wf+"/resume", who, nil)
+	if s != http.StatusOK {
+		t.Fatalf("resume %s: %d %s", wf, s, b)
+	}
+	var w struct {
+		Steps []struct {
+			Status   string `json:"status"`
+			Approval struct {
+				ID string `json:"id"`
+			} `json:"approval"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil || len(w.Steps) < n || w.Steps[n-1].Status != "waiting_approval" {
+		t.Fatalf("after amending, step %d of %s does not wait for an approval: %s", n, wf, b)
+	}
+	return w.Steps[n-1].Approval.ID
 }
 
 // approvalStatus reads an approval through the API, as an operator.
