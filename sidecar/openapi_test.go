@@ -131,6 +131,17 @@ var answers = map[string]reflect.Type{
 	"verifyAudit 200":             typeOf[audit.Report](),
 	"runReconciliation 200":       typeOf[reconcile.Report](),
 	"getLatestReconciliation 200": typeOf[reconcile.Report](),
+	// GET / and the lead's page (HTML bodies are not Go values).
+	"index 200":         typeOf[indexAnswer](),
+	"loginPage 200":     nil,
+	"login 4XX":         nil,
+	"logout 403":        nil,
+	"approvalsPage 200": nil,
+	"approvalsPage 5XX": nil,
+	"approvePage 4XX":   nil,
+	"approvePage 5XX":   nil,
+	"rejectPage 4XX":    nil,
+	"rejectPage 5XX":    nil,
 }
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }

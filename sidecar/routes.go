@@ -34,6 +34,8 @@ func (s *Server) routes() {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
 	e.GET("/openapi.json", s.openapi)
+	e.GET("/", s.index)
+	s.leadPage().Mount(e)
 
 	v1 := e.Group("/v1", s.authenticate)
 	anyone := func(h echo.HandlerFunc) echo.HandlerFunc { return h }

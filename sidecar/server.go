@@ -53,6 +53,9 @@ type Options struct {
 	Unexplained prometheus.Gauge
 	// Clock is the now of reports; nil means the wall clock.
 	Clock clock.Clock
+	// DevLogins are the one-click sign-ins of the lead's page in dev mode
+	// (person id to token); empty in production.
+	DevLogins map[string]string
 }
 
 // Server is the sidecar's HTTP server.

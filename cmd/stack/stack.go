@@ -221,7 +221,7 @@ func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
 	return sidecar.New(sidecar.Options{
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
-		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock,
+		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 	})
 }
 
