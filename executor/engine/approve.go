@@ -169,6 +169,7 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		return a, err
 	}
 	if refused == "" || refused == policy.ApprovalExpired {
+		e.changes.changed(a.Workflow)
 		e.obs.ApprovalChanged(a)
 	}
 	if refused != "" {
