@@ -171,3 +171,44 @@ func TestWorkflowIndexBuiltForAnOlderStore(t *testing.T) {
 		t.Errorf("rep-ana's workflows %v, want %v", got, want)
 	}
 }
+
+// A page of one rep's workflows costs the same whatever the number of
+// other reps' workflows in the store.
+func BenchmarkWorkflowPage(b *testing.B) {
+	for _, size := range []int{1000, 100000} {
+		db, err := store.Open(filepath.Join(b.TempDir(), "s.db"), store.Options{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for start := 0; start < size; start += 1000 {
+			if err := db.Update(func(tx *store.Tx) error {
+				for i := start; i < start+1000; i++ {
+					w := store.Workflow{ID: fmt.Sprintf("W%d", i), User: fmt.Sprintf("rep-%d", i%100), Status: store.WorkflowDone, Created: t0}
+					if err := tx.CreateWorkflow(w); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, f := range []struct {
+			name string
+			f    store.WorkflowFilter
+		}{
+			{"one rep's first page", store.WorkflowFilter{User: "rep-7"}},
+			{"everyone's first page", store.WorkflowFilter{}},
+		} {
+			b.Run(fmt.Sprintf("workflows=%d/%s", size, f.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := db.View(func(tx *store.Tx) error { _, err := tx.WorkflowPage(f.f, 50); return err }); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		db.Close()
+	}
+}
