@@ -97,6 +97,7 @@ var answers = map[string]reflect.Type{
 	"createWorkflow 200":          typeOf[workflowView](),
 	"createWorkflow 201":          typeOf[workflowView](),
 	"getWorkflow 200":             typeOf[workflowView](),
+	"listWorkflows 200":           typeOf[workflowsAnswer](),
 	"proposeStep 200":             typeOf[stepView](),
 	"proposeStep 202":             typeOf[stepView](),
 	"proposeStep 403":             typeOf[deniedStepView](),

@@ -63,6 +63,11 @@ type Server struct {
 	echo *echo.Echo
 	opts Options
 	log  *slog.Logger
+	// draining ends when Serve begins to shut down, so that requests
+	// waiting for a change (?wait=) answer at once instead of holding the
+	// shutdown up.
+	draining context.Context
+	drain    context.CancelFunc
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -79,6 +84,7 @@ func New(opts Options) *Server {
 		opts.Clock = clock.Wall{}
 	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
+	s.draining, s.drain = context.WithCancel(context.Background())
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
@@ -106,6 +112,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.drain()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := srv.Shutdown(shutCtx)

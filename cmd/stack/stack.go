@@ -112,6 +112,12 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
 		return err
 	}
+	if err := m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "countersign_workflow_waiters",
+		Help: "Requests waiting for a workflow to change (GET /v1/workflows/{id}?wait=).",
+	}, func() float64 { return float64(st.Engine.Waiting()) })); err != nil {
+		return err
+	}
 	st.Server = st.newServer(o, m)
 	st.serve(o, m)
 	return st.resume(ctx, o)
