@@ -97,6 +97,7 @@ var answers = map[string]reflect.Type{
 	"createWorkflow 200":          typeOf[workflowView](),
 	"createWorkflow 201":          typeOf[workflowView](),
 	"getWorkflow 200":             typeOf[workflowView](),
+	"listWorkflows 200":           typeOf[workflowsAnswer](),
 	"proposeStep 200":             typeOf[stepView](),
 	"proposeStep 202":             typeOf[stepView](),
 	"proposeStep 403":             typeOf[deniedStepView](),
@@ -144,6 +145,17 @@ var answers = map[string]reflect.Type{
 	"mcpEnd 204":    nil,
 	"mcpEnd 403":    nil,
 	"mcpEnd 404":    nil,
+	// GET / and the lead's page (HTML bodies are not Go values).
+	"index 200":         typeOf[indexAnswer](),
+	"loginPage 200":     nil,
+	"login 4XX":         nil,
+	"logout 403":        nil,
+	"approvalsPage 200": nil,
+	"approvalsPage 5XX": nil,
+	"approvePage 4XX":   nil,
+	"approvePage 5XX":   nil,
+	"rejectPage 4XX":    nil,
+	"rejectPage 5XX":    nil,
 }
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }

@@ -38,6 +38,8 @@ func (s *Server) routes() {
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		e.Add(m, "/mcp", s.serveMCP, s.authenticate)
 	}
+	e.GET("/", s.index)
+	s.leadPage().Mount(e)
 
 	v1 := e.Group("/v1", s.authenticate)
 	anyone := func(h echo.HandlerFunc) echo.HandlerFunc { return h }
@@ -45,6 +47,7 @@ func (s *Server) routes() {
 
 	v1.GET("/tools", anyone(s.tools))
 	v1.POST("/workflows", rep(s.createWorkflow))
+	v1.GET("/workflows", anyone(s.listWorkflows))
 	v1.GET("/workflows/:id", anyone(s.getWorkflow))
 	v1.POST("/workflows/:id/steps", rep(s.proposeStep))
 	v1.PATCH("/workflows/:id/steps/:n", rep(s.amendStep))
@@ -164,6 +167,9 @@ func (s *Server) createWorkflow(c echo.Context) error {
 }
 
 func (s *Server) getWorkflow(c echo.Context) error {
+	if c.QueryParams().Has("wait") {
+		return s.awaitWorkflow(c)
+	}
 	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ type Options struct {
 	Unexplained prometheus.Gauge
 	// Clock is the now of reports; nil means the wall clock.
 	Clock clock.Clock
+	// DevLogins are the one-click sign-ins of the lead's page in dev mode
+	// (person id to token); empty in production.
+	DevLogins map[string]string
 }
 
 // Server is the sidecar's HTTP server.
@@ -62,6 +65,11 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcpfront.Handler
+	// draining ends when Serve begins to shut down, so that requests
+	// waiting for a change (?wait=) answer at once instead of holding the
+	// shutdown up.
+	draining context.Context
+	drain    context.CancelFunc
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -78,6 +86,7 @@ func New(opts Options) *Server {
 		opts.Clock = clock.Wall{}
 	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
+	s.draining, s.drain = context.WithCancel(context.Background())
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
@@ -108,6 +117,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.drain()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := srv.Shutdown(shutCtx)

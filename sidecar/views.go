@@ -232,8 +232,9 @@ func newDecisionsAnswer(p store.DecisionPage) decisionsAnswer {
 	return out
 }
 
-// A cursor of the decision log is the sequence number of the last decision
-// a page showed, opaque to clients: next_cursor is passed back as it came.
+// A cursor is the sequence number of the last item a page showed (a
+// decision's, or a workflow's creation number), opaque to clients:
+// next_cursor is passed back as it came.
 func newCursor(seq uint64) string {
 	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, seq))
 }
@@ -247,7 +248,7 @@ func parseCursor(s string) (uint64, error) {
 		return 0, err
 	}
 	if len(b) != 8 || binary.BigEndian.Uint64(b) == 0 || newCursor(binary.BigEndian.Uint64(b)) != s {
-		return 0, errors.New("not a decision log cursor")
+		return 0, errors.New("not a cursor")
 	}
 	return binary.BigEndian.Uint64(b), nil
 }

@@ -172,7 +172,20 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
+		DevLogins: st.leadTokens(),
 	}
+}
+
+// leadTokens are the fixture leads' tokens, the dev sign-ins of the lead's
+// page.
+func (st *Stack) leadTokens() map[string]string {
+	out := map[string]string{}
+	for _, p := range fixture.People() {
+		if p.Role == fixture.RoleLead {
+			out[p.ID] = st.Tokens[p.ID]
+		}
+	}
+	return out
 }
 
 // embeddedP1 is the bundle a fresh dev data directory starts with.

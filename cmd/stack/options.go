@@ -78,6 +78,9 @@ type Options struct {
 	// AttemptTimeout bounds each call to a system of record. Default
 	// dispatch.DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// DevLogins are the one-click sign-ins of the lead's page (person id
+	// to token): the dev stack's fixture leads. Production sets none.
+	DevLogins map[string]string
 }
 
 // Validate reports every problem of o at once.

@@ -112,6 +112,12 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
 		return err
 	}
+	if err := m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "countersign_workflow_waiters",
+		Help: "Requests waiting for a workflow to change (GET /v1/workflows/{id}?wait=).",
+	}, func() float64 { return float64(st.Engine.Waiting()) })); err != nil {
+		return err
+	}
 	st.Server = st.newServer(o, m)
 	st.serve(o, m)
 	return st.resume(ctx, o)
@@ -221,7 +227,7 @@ func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
 	return sidecar.New(sidecar.Options{
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
-		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock,
+		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 	})
 }
 

@@ -166,6 +166,7 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		return a, err
 	}
 	if refused == "" || refused == policy.ApprovalExpired {
+		e.changes.changed(a.Workflow)
 		e.obs.ApprovalChanged(a)
 	}
 	if refused != "" {

@@ -171,6 +171,7 @@ func (e *Engine) endPastDeadline(wfID string) error {
 	}); err != nil || !past {
 		return err
 	}
+	defer e.changes.changed(wfID)
 	return e.db.Batch(func(tx *store.Tx) error {
 		w, err := tx.Workflow(wfID)
 		if err != nil {

@@ -58,6 +58,7 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 		return e.putStep(tx, s)
 	})
 	if err == nil {
+		e.changes.changed(wfID)
 		e.obs.ApprovalChanged(a)
 	}
 	return a, err
@@ -110,6 +111,9 @@ func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comm
 		}
 		return e.putStep(tx, s)
 	})
+	if err == nil {
+		e.changes.changed(wfID)
+	}
 	return s, err
 }
 

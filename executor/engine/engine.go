@@ -217,6 +217,7 @@ type Engine struct {
 	obs      Observer
 	audit    *audit.Log
 	locks    workflowLocks
+	changes  changes
 }
 
 // New returns an engine over opts.

@@ -70,6 +70,22 @@ func (l *workflowLocks) settle(wf string) {
 	}
 }
 
+// settleAll waits until no write left on any workflow at the moment of
+// the call is pending.
+func (l *workflowLocks) settleAll() {
+	l.mu.Lock()
+	var pending []chan struct{}
+	for _, e := range l.entries {
+		if e.pending != nil {
+			pending = append(pending, e.pending)
+		}
+	}
+	l.mu.Unlock()
+	for _, p := range pending {
+		<-p
+	}
+}
+
 func (l *workflowLocks) ref(wf string) *workflowLock {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -80,6 +80,7 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil {
 		return r.step, err
 	}
+	e.changes.changed(wfID)
 	switch {
 	case pl.err != nil:
 		return r.step, pl.err // admitted; the facts could not be read: resume retries
@@ -243,6 +244,9 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 		}
 		return e.refreshWorkflow(tx, wfID)
 	})
+	if err == nil {
+		e.changes.changed(wfID)
+	}
 	return s, err
 }
 
@@ -445,6 +449,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	if err != nil {
 		return r.step, err
 	}
+	e.changes.changed(wfID)
 	return e.reserved(ctx, w, r, start)
 }
 
@@ -711,6 +716,7 @@ func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (r
 func (e *Engine) hold(wfID string, n int, note string, start time.Time) (store.Step, error) {
 	s, err := batch(e.db, func(tx *store.Tx) (store.Step, error) { return e.holdTx(tx, wfID, n, note) })
 	if err == nil {
+		e.changes.changed(wfID)
 		e.finished(s, start)
 	}
 	return s, err
@@ -770,6 +776,7 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 		if err != nil {
 			return s, err
 		}
+		e.changes.changed(s.Workflow)
 		e.tripped(tripped)
 	}
 	var refused *Refused
@@ -820,10 +827,13 @@ func (e *Engine) recordLater(s store.Step) {
 	})
 	e.locks.holdUntil(s.Workflow, durable)
 	go func() {
-		defer close(durable)
-		if err := <-committed; err != nil {
+		err := <-committed
+		close(durable)
+		if err != nil {
 			e.log.Error("the record of a done step did not commit; resume resolves it", "workflow", s.Workflow, "step", s.N, "err", err)
+			return
 		}
+		e.changes.changed(s.Workflow)
 	}()
 }
 

@@ -29,6 +29,10 @@
 // count per order (OrderReships), across all workflows, so the rules can
 // limit how often one order is reshipped with one key read.
 //
+// CreateWorkflow numbers each workflow in the order of creation and indexes
+// it by that number and by user (workflowindex.go), so that a page of one
+// rep's workflows (WorkflowPage) reads only theirs, from a cursor.
+//
 // # The decision log
 //
 // Decisions are keyed by sequence number, with an index by workflow; each

@@ -93,6 +93,9 @@ func Open(path string, opts Options) (*DB, error) {
 			}
 		}
 		tx := &Tx{tx: btx}
+		if err := tx.openWorkflowIndex(); err != nil {
+			return err
+		}
 		for _, ix := range sumsMissing {
 			if err := ix.indexSums(tx); err != nil {
 				return err

@@ -11,15 +11,21 @@ func (t *Tx) Workflow(id string) (Workflow, error) {
 	return w, nil
 }
 
-// CreateWorkflow stores a new workflow; ErrExists if the id is taken.
+// CreateWorkflow stores a new workflow; ErrExists if the id is taken. It
+// numbers the workflow in the order of creation and indexes it by user
+// (WorkflowPage).
 func (t *Tx) CreateWorkflow(w Workflow) error {
 	if t.bucket(bWorkflows).Get([]byte(w.ID)) != nil {
 		return fmt.Errorf("workflow %q: %w", w.ID, ErrExists)
 	}
+	if err := t.indexWorkflow(w); err != nil {
+		return err
+	}
 	return t.PutWorkflow(w)
 }
 
-// PutWorkflow stores w, replacing any earlier version.
+// PutWorkflow stores w, replacing any earlier version. A new workflow is
+// stored with CreateWorkflow, which indexes it.
 func (t *Tx) PutWorkflow(w Workflow) error {
 	return t.putJSON(bWorkflows, []byte(w.ID), w)
 }

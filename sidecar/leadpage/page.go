@@ -1,0 +1,254 @@
+package leadpage
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+// Approvals is the engine as the page uses it: the queue as a lead sees
+// it, and the very approve and reject that POST /v1/approvals/{id}/approve
+// and /reject call, so the approver rules and their codes are the same.
+type Approvals interface {
+	ApprovalQueue(ctx context.Context, p engine.Person, q engine.ApprovalQuery) ([]engine.ApprovalItem, error)
+	Approve(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)
+	Reject(ctx context.Context, p engine.Person, id, comment string) (store.Approval, error)
+}
+
+// Verifier verifies a person's bearer token, as every /v1 request is.
+type Verifier interface {
+	Verify(ctx context.Context, raw string) (authn.Principal, error)
+}
+
+// Refusal is how the API answers an error: its HTTP status, its stable
+// code and a message that says what to do.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Options wire a Page. Approvals, Auth and Explain are required to serve
+// requests; a Page without them still mounts its routes.
+type Options struct {
+	Approvals Approvals
+	Auth      Verifier
+	// Explain maps an error of Approvals or Auth to the API's answer, so
+	// that the page shows the code and status the API would.
+	Explain func(error) Refusal
+	// DevLogins, in dev mode only, are tokens of fixture leads offered as
+	// one-click sign-ins, by person id. Empty in production.
+	DevLogins map[string]string
+	// Clock is the now of sessions and of the time left; nil, the wall clock.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Page is the lead's approval page.
+type Page struct {
+	opts     Options
+	log      *slog.Logger
+	sessions *sessions
+	views    *views
+}
+
+// New builds the page.
+func New(o Options) *Page {
+	if o.Clock == nil {
+		o.Clock = clock.Wall{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Page{opts: o, log: o.Logger.With("component", "leadpage"), sessions: newSessions(o.Clock), views: newViews()}
+}
+
+// Mount adds the page's routes to e.
+func (p *Page) Mount(e *echo.Echo) {
+	e.GET("/login", p.loginForm)
+	e.POST("/login", p.login)
+	e.POST("/logout", p.signedIn(p.logout))
+	e.GET("/approvals", p.signedIn(p.queue))
+	e.POST("/approvals/:id/approve", p.signedIn(p.decide(verbApprove)))
+	e.POST("/approvals/:id/reject", p.signedIn(p.decide(verbReject)))
+}
+
+// Cookie names.
+const (
+	sessionCookie = "countersign_session"
+	// loginCookie carries the sign-in form's CSRF token before there is a
+	// session (double submit: the form and the cookie must agree).
+	loginCookie = "countersign_login"
+)
+
+// visitor is a request of a signed-in browser: its session and the person
+// its token names, verified for this request.
+type visitor struct {
+	id string
+	session
+	who authn.Principal
+}
+
+func (v visitor) person() engine.Person {
+	w := v.who
+	return engine.Person{ID: w.ID, Role: w.Role, Region: w.Region, Scopes: w.Scopes,
+		RefundCeiling: w.RefundCeiling, ApproveLimit: w.ApproveLimit, Expires: w.Expires}
+}
+
+// signedIn admits a request of a live session whose token still verifies,
+// and on a POST carries the session's CSRF token; anything else goes back
+// to the sign-in page, or for a bad CSRF token is refused (403).
+func (p *Page) signedIn(h func(echo.Context, visitor) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ck, err := c.Cookie(sessionCookie)
+		if err != nil {
+			return c.Redirect(http.StatusSeeOther, "/login")
+		}
+		ss, ok := p.sessions.get(ck.Value)
+		if !ok {
+			p.clearCookie(c, sessionCookie)
+			return c.Redirect(http.StatusSeeOther, "/login?ended=session_ended")
+		}
+		if !p.opts.Clock.Now().Before(ss.expires) {
+			return p.endSession(c, ck.Value, "token_expired")
+		}
+		// Verified again on every request, so that a key the issuer
+		// rotated out ends the session at once, as it ends the token.
+		who, err := p.opts.Auth.Verify(c.Request().Context(), ss.token)
+		if err != nil {
+			return p.endSession(c, ck.Value, p.opts.Explain(err).Code)
+		}
+		v := visitor{id: ck.Value, session: ss, who: who}
+		if c.Request().Method == http.MethodPost && !sameToken(c.Request().PostFormValue("csrf"), ss.csrf) {
+			return p.render(c, http.StatusForbidden, "refused", refusedPage{base: p.base(v), Refusal: csrfRefusal})
+		}
+		return h(c, v)
+	}
+}
+
+// endSession forgets session id and sends the browser to sign in again,
+// saying why.
+func (p *Page) endSession(c echo.Context, id, why string) error {
+	p.sessions.end(id)
+	p.clearCookie(c, sessionCookie)
+	return c.Redirect(http.StatusSeeOther, "/login?ended="+why)
+}
+
+// csrfRefusal answers a form post without the session's CSRF token.
+var csrfRefusal = Refusal{Status: http.StatusForbidden, Code: "csrf_token_invalid",
+	Message: "the form did not carry this session's CSRF token; reload the page and submit the form again"}
+
+// loginForm shows the sign-in form.
+func (p *Page) loginForm(c echo.Context) error {
+	return p.renderLogin(c, http.StatusOK, nil)
+}
+
+// login signs a person in with a pasted bearer token or, in dev mode, a
+// fixture lead's token.
+func (p *Page) login(c echo.Context) error {
+	ck, err := c.Cookie(loginCookie)
+	if err != nil || !sameToken(c.Request().PostFormValue("csrf"), ck.Value) {
+		return p.renderLogin(c, http.StatusForbidden, &csrfRefusal)
+	}
+	raw := strings.TrimSpace(c.Request().PostFormValue("token"))
+	if dev := c.Request().PostFormValue("dev"); dev != "" {
+		tok, ok := p.opts.DevLogins[dev]
+		if !ok {
+			return p.renderLogin(c, http.StatusBadRequest, &Refusal{Status: http.StatusBadRequest, Code: "invalid_request",
+				Message: "no dev sign-in for " + dev + "; choose one of the listed leads or paste a token"})
+		}
+		raw = tok
+	}
+	if len(raw) > 7 && strings.EqualFold(raw[:7], "bearer ") {
+		raw = strings.TrimSpace(raw[7:])
+	}
+	who, err := p.opts.Auth.Verify(c.Request().Context(), raw)
+	if err != nil {
+		r := p.opts.Explain(err)
+		return p.renderLogin(c, r.Status, &r)
+	}
+	if who.Role != authn.RoleLead && who.Role != authn.RoleOperator {
+		return p.renderLogin(c, http.StatusForbidden, &Refusal{Status: http.StatusForbidden, Code: "forbidden_role",
+			Message: "this page is for leads (operators may look); a token of role " + who.Role + " cannot sign in here"})
+	}
+	if old, err := c.Cookie(sessionCookie); err == nil {
+		p.sessions.end(old.Value)
+	}
+	id, _ := p.sessions.create(raw, who.Expires)
+	p.setCookie(c, &http.Cookie{Name: sessionCookie, Value: id, Expires: who.Expires})
+	p.clearCookie(c, loginCookie)
+	p.log.Info("signed in", "sub", who.ID, "role", who.Role, "until", who.Expires)
+	return c.Redirect(http.StatusSeeOther, "/approvals")
+}
+
+// logout ends the session.
+func (p *Page) logout(c echo.Context, v visitor) error {
+	p.sessions.end(v.id)
+	p.clearCookie(c, sessionCookie)
+	p.log.Info("signed out", "sub", v.who.ID)
+	return c.Redirect(http.StatusSeeOther, "/login?ended=signed_out")
+}
+
+// queue shows the pending approvals.
+func (p *Page) queue(c echo.Context, v visitor) error {
+	return p.renderQueue(c, v, http.StatusOK, nil)
+}
+
+// verb is what a lead does to an approval.
+type verb string
+
+const (
+	verbApprove verb = "approve"
+	verbReject  verb = "reject"
+)
+
+// decide approves or rejects through the engine, exactly as the API does;
+// success goes back to the queue with a notice, a refusal shows the queue
+// with the code, its meaning and the API's status.
+func (p *Page) decide(act verb) func(echo.Context, visitor) error {
+	return func(c echo.Context, v visitor) error {
+		do := p.opts.Approvals.Approve
+		if act == verbReject {
+			do = p.opts.Approvals.Reject
+		}
+		id := c.Param("id")
+		a, err := do(c.Request().Context(), v.person(), id, c.Request().PostFormValue("comment"))
+		if err != nil {
+			r := p.explain(err)
+			return p.renderQueue(c, v, r.Status, &refusedAttempt{Refusal: r, ID: id, Verb: string(act)})
+		}
+		p.sessions.setNotice(v.id, noticeFor(a))
+		return c.Redirect(http.StatusSeeOther, "/approvals")
+	}
+}
+
+// explain is Options.Explain, logging what the API would log: an error
+// that is the server's, not the caller's.
+func (p *Page) explain(err error) Refusal {
+	r := p.opts.Explain(err)
+	if r.Status >= 500 {
+		p.log.Error("request failed", "err", err)
+	}
+	return r
+}
+
+// setCookie sets a session-scoped cookie with the page's flags: HttpOnly,
+// SameSite=Strict, and Secure when the request came over TLS.
+func (p *Page) setCookie(c echo.Context, ck *http.Cookie) {
+	ck.Path, ck.HttpOnly, ck.SameSite = "/", true, http.SameSiteStrictMode
+	ck.Secure = c.Request().TLS != nil
+	c.SetCookie(ck)
+}
+
+// clearCookie tells the browser to forget a cookie.
+func (p *Page) clearCookie(c echo.Context, name string) {
+	p.setCookie(c, &http.Cookie{Name: name, MaxAge: -1})
+}
