@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
@@ -279,5 +280,52 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if _, err := client.New("https://sidecar.example:8443/base/", "t"); err != nil {
 		t.Errorf("a base with a path: %v", err)
+	}
+}
+
+// Workflows pages through what the caller may read; WaitWorkflow answers
+// once the workflow changes.
+func TestWorkflowsAndWait(t *testing.T) {
+	st, as := start(t)
+	ctx := context.Background()
+	rep := as("rep-ana")
+	for _, id := range []string{"W1", "W2", "W3"} {
+		if _, _, err := rep.CreateWorkflow(ctx, client.NewWorkflow{ID: id, Ticket: "T-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := rep.Workflows(ctx, client.WorkflowQuery{Limit: 2})
+	if err != nil || len(first.Workflows) != 2 || first.NextCursor == "" || first.Workflows[0].ID != "W1" {
+		t.Fatalf("first page %+v, %v", first, err)
+	}
+	rest, err := rep.Workflows(ctx, client.WorkflowQuery{Limit: 2, Cursor: first.NextCursor})
+	if err != nil || len(rest.Workflows) != 1 || rest.NextCursor != "" || rest.Workflows[0].ID != "W3" || rest.Workflows[0].StepCount != 0 {
+		t.Fatalf("last page %+v, %v", rest, err)
+	}
+	if others, err := as("rep-ben").Workflows(ctx, client.WorkflowQuery{}); err != nil || len(others.Workflows) != 0 {
+		t.Errorf("rep-ben lists %+v, %v; want none of rep-ana's", others, err)
+	}
+	_, err = rep.Workflows(ctx, client.WorkflowQuery{Status: "sleeping"})
+	apiError(t, err, http.StatusUnprocessableEntity, "invalid_request")
+
+	if _, err := rep.WaitWorkflow(ctx, "W1", 2*time.Minute); err == nil {
+		t.Error("a wait over MaxWait was sent")
+	}
+	changed := make(chan client.Workflow, 1)
+	go func() {
+		w, err := rep.WaitWorkflow(ctx, "W1", client.MaxWait)
+		if err != nil {
+			t.Error(err)
+		}
+		changed <- w
+	}()
+	for st.Engine.Waiting() == 0 { // the wait has begun: what follows is a change to it
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := rep.ProposeStep(ctx, "W1", "lookup_order", map[string]any{"order": "O-1001"}); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-changed; len(w.Steps) != 1 || w.Steps[0].Tool != "lookup_order" {
+		t.Errorf("the wait answered %+v, want the new step (started or done)", w)
 	}
 }

@@ -110,11 +110,26 @@ type WorkflowQuery struct {
 	Cursor string
 }
 
-// WorkflowPage is one page of GET /v1/workflows. NextCursor is "" on the
-// last page.
+// WorkflowPage is one page of GET /v1/workflows, oldest first. NextCursor
+// is "" on the last page.
 type WorkflowPage struct {
-	Workflows  []Workflow `json:"workflows"`
-	NextCursor string     `json:"next_cursor"`
+	Workflows  []WorkflowItem `json:"workflows"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// WorkflowItem is a workflow as a list shows it: how many steps it has
+// instead of the steps (Workflow reads them).
+type WorkflowItem struct {
+	ID             string         `json:"id"`
+	Ticket         string         `json:"ticket"`
+	User           string         `json:"user"`
+	Status         WorkflowStatus `json:"status"`
+	PolicyRevision string         `json:"policy_revision"`
+	Created        time.Time      `json:"created"`
+	Updated        time.Time      `json:"updated"`
+	AgentVersion   string         `json:"agent_version,omitempty"`
+	Bounds         *Bounds        `json:"bounds,omitempty"`
+	StepCount      int            `json:"step_count"`
 }
 
 // Step is one step of a workflow.

@@ -39,21 +39,23 @@ func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
 	return w, err
 }
 
-// WaitWorkflow reads a workflow once any of its steps changes status or d
-// has passed (at most MaxWait; whole seconds), whichever comes first:
-// GET /v1/workflows/{id}?wait=.
+// WaitWorkflow reads a workflow once a step is added to it or one of its
+// steps or their approvals changes status after the call begins, or as it
+// stands when d (at most MaxWait) has passed: GET /v1/workflows/{id}?wait=.
+// A change just before the call is not one it waits for: read the
+// workflow, then wait, and bound each wait.
 func (c *Client) WaitWorkflow(ctx context.Context, id string, d time.Duration) (Workflow, error) {
-	if d <= 0 || d > MaxWait {
-		return Workflow{}, fmt.Errorf("client: wait %v: from 1s to %v", d, MaxWait)
+	if d < 0 || d > MaxWait {
+		return Workflow{}, fmt.Errorf("client: wait %v: from 0s to %v", d, MaxWait)
 	}
 	var w Workflow
-	q := url.Values{"wait": {strconv.Itoa(int(d.Round(time.Second)/time.Second)) + "s"}}
+	q := url.Values{"wait": {d.Round(time.Millisecond).String()}}
 	err := c.call(ctx, http.MethodGet, "/v1/workflows/"+seg(id), q, nil, &w)
 	return w, err
 }
 
-// Workflows lists one page of workflows: the rep's own, or all of them for
-// an operator.
+// Workflows lists one page of workflows: a rep's own, all of them for a
+// lead or an operator. Pass the page's NextCursor as q.Cursor for the next.
 func (c *Client) Workflows(ctx context.Context, q WorkflowQuery) (WorkflowPage, error) {
 	v := url.Values{}
 	if q.Status != "" {

@@ -68,7 +68,8 @@
 //	                    {"error": {"code", "message", "rule"?}}, the API's
 //	                    (invalid_args, unknown_tool, not_found, ...)
 //
-// countersign_wait reads the workflow every PollInterval until no step
+// countersign_wait waits for the workflow to change (GET
+// /v1/workflows/{id}?wait=, each wait at most PollInterval) until no step
 // waits on a pending, unexpired approval (at most 60 s), then resumes the
 // workflow and answers it; if approvals are still pending at the end it
 // answers the workflow as it stands and asks to be called again.

@@ -18,11 +18,15 @@ import (
 // Version is the implementation version the servers announce.
 const Version = "1"
 
-// DefaultPollInterval is how often countersign_wait reads the workflow.
-const DefaultPollInterval = time.Second
+// DefaultPollInterval is the longest countersign_wait waits for a change
+// before it reads the workflow again.
+const DefaultPollInterval = 5 * time.Second
 
 // maxWait is the longest countersign_wait blocks.
 const maxWait = 60 * time.Second
+
+// minGap is the least time between two reads of countersign_wait.
+const minGap = 200 * time.Millisecond
 
 // ClientFunc gives the client that speaks for the caller of one tool call.
 type ClientFunc func(req *mcp.CallToolRequest) (*client.Client, error)
@@ -39,8 +43,8 @@ type Config struct {
 	// Workflow and Ticket name the session's workflow (see the package
 	// documentation for what is opened when they are empty).
 	Workflow, Ticket string
-	// PollInterval is how often countersign_wait reads the workflow;
-	// DefaultPollInterval when zero.
+	// PollInterval is the longest countersign_wait waits for a change
+	// before it reads the workflow again; DefaultPollInterval when zero.
 	PollInterval time.Duration
 	// Clock tells countersign_wait when an approval has expired; the wall
 	// clock when nil.

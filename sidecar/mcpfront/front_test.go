@@ -113,6 +113,9 @@ func TestMCPApprovalCompletesWait(t *testing.T) {
 	}()
 
 	lead := connect(t, st, "lead-eli", nil)
+	for st.Engine.Waiting() == 0 { // countersign_wait is waiting on the sidecar: the approval comes after
+		time.Sleep(time.Millisecond)
+	}
 	list := call(t, lead, "approvals_pending", nil)
 	var queue struct {
 		Approvals []client.Approval `json:"approvals"`

@@ -114,45 +114,51 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 	return &mcp.CallToolResult{StructuredContent: w, Content: text("resumed: no approval is pending any more. %s", workflowText(w))}, nil
 }
 
-// await reads the workflow every PollInterval until none of its approvals
-// is pending or limit has passed, and answers it with the approvals still
-// pending.
+// await reads the workflow until none of its approvals is pending or
+// limit has passed, and answers it with the approvals still pending.
+// Between reads it waits for a change (GET ?wait=), for at most
+// PollInterval: a wait begins from the workflow as it stands then, so an
+// answer given between a read and the next wait is seen only when that
+// wait ends. A sidecar that answers a wait at once (one before ?wait=) is
+// read at most every minGap.
 func (r *rep) await(ctx context.Context, c *client.Client, wf string, limit time.Duration) (client.Workflow, []string, error) {
-	over := time.NewTimer(limit)
-	defer over.Stop()
-	tick := time.NewTicker(r.cfg.PollInterval)
-	defer tick.Stop()
+	end := time.Now().Add(limit)
+	w, err := c.Workflow(ctx, wf)
+	var began time.Time // of the last wait
 	for {
-		w, err := c.Workflow(ctx, wf)
 		if err != nil {
 			return w, nil, err
 		}
-		pending := r.pending(w)
-		if len(pending) == 0 {
-			return w, nil, nil
-		}
-		select {
-		case <-ctx.Done():
-			return w, pending, fmt.Errorf("countersign_wait: %w", ctx.Err())
-		case <-over.C:
+		pending, expiry := r.pending(w)
+		left := time.Until(end)
+		if len(pending) == 0 || left <= 0 {
 			return w, pending, nil
-		case <-tick.C:
 		}
+		if early := minGap - time.Since(began); early > 0 {
+			select {
+			case <-ctx.Done():
+				return w, pending, fmt.Errorf("countersign_wait: %w", ctx.Err())
+			case <-time.After(early):
+			}
+		}
+		began = time.Now()
+		w, err = c.WaitWorkflow(ctx, wf, min(left, r.cfg.PollInterval, expiry))
 	}
 }
 
 // pending lists the approvals the workflow's steps wait on that a lead may
-// still answer: pending and not past their expiry (an expired one is asked
-// again at the resume).
-func (r *rep) pending(w client.Workflow) []string {
-	var ids []string
+// still answer (pending and not past their expiry: an expired one is asked
+// again at the resume), and how long until the first of them expires.
+func (r *rep) pending(w client.Workflow) (ids []string, expiry time.Duration) {
 	now := r.cfg.Clock.Now()
+	expiry = maxWait
 	for _, st := range w.Steps {
 		if a := st.Approval; st.Status == client.StepWaitingApproval && a != nil && a.Status == client.ApprovalPending && now.Before(a.Expires) {
 			ids = append(ids, a.ID)
+			expiry = min(expiry, a.Expires.Sub(now))
 		}
 	}
-	return ids
+	return ids, expiry
 }
 
 // open returns the caller's client and the session's workflow, opened at
