@@ -65,8 +65,9 @@
 //	held, suppressed,   not errors: what each means and what to do next
 //	unknown, shadowed
 //	any API error       an error result whose structured content is
-//	                    {"error": {"code", "message", "rule"?}}, the API's
-//	                    (invalid_args, unknown_tool, not_found, ...)
+//	                    {"error": {"code", "message", "rule"?}, "status"}:
+//	                    the API's error object (invalid_args, unknown_tool,
+//	                    not_found, ...) and its HTTP status
 //
 // countersign_wait waits for the workflow to change (GET
 // /v1/workflows/{id}?wait=, each wait at most PollInterval) until no step
