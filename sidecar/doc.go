@@ -6,4 +6,8 @@
 //
 // Everything behind the routes lives in executor: the sidecar decodes,
 // authenticates, calls the engine and encodes. It never decides.
+//
+// /mcp is the MCP front (package mcpfront) behind the same authentication:
+// its tools call this server's own /v1 routes in-process with the caller's
+// bearer token, so MCP answers exactly what /v1 answers.
 package sidecar

@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // Authenticator verifies a person's bearer token.
@@ -63,6 +64,7 @@ type Server struct {
 	echo *echo.Echo
 	opts Options
 	log  *slog.Logger
+	mcp  *mcpfront.Handler
 	// draining ends when Serve begins to shut down, so that requests
 	// waiting for a change (?wait=) answer at once instead of holding the
 	// shutdown up.
@@ -94,6 +96,7 @@ func New(opts Options) *Server {
 		middleware.Recover(),
 		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: opts.BodyLimit, Skipper: isBundleUpload}),
 	)
+	s.mcp = s.newMCP()
 	s.routes()
 	return s
 }
@@ -105,6 +108,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // requests in flight finish for up to 10 seconds.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// An MCP session's stream stays open until the session closes.
+	srv.RegisterOnShutdown(s.mcp.Close)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newDemoCmd(),
 		newDrillCmd(),
 		newBenchCmd(),
+		newMCPCmd(),
 	)
 	return root
 }

@@ -1,0 +1,34 @@
+package client
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error is an answer of the API outside 2xx: its status and the error
+// object of its body. Code is one of API.md's stable codes (policy_denied,
+// not_pending, above_approver_limit, invalid_args, unauthenticated, ...),
+// and is empty only when the body was not the API's error shape (a proxy's
+// page, say); Message then holds the start of that body.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Rule is the policy rule that decided, when one did.
+	Rule string `json:"rule,omitempty"`
+	// RequestID is the id the sidecar's log line carries too; quote it when
+	// reporting a 5xx.
+	RequestID string `json:"-"`
+}
+
+func (e *Error) Error() string {
+	code := e.Code
+	if code == "" {
+		code = http.StatusText(e.Status)
+	}
+	s := fmt.Sprintf("countersign: %d %s: %s", e.Status, code, e.Message)
+	if e.Rule != "" {
+		s += " (rule " + e.Rule + ")"
+	}
+	return s
+}

@@ -1,0 +1,265 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+)
+
+// The answers of the API, field for field (sidecar/openapi.json). Fields
+// the API shows only sometimes are pointers or omitempty, as it writes them.
+
+// WorkflowStatus is where a workflow stands as a whole.
+type WorkflowStatus string
+
+// The workflow statuses.
+const (
+	WorkflowRunning             WorkflowStatus = "running"
+	WorkflowWaitingApproval     WorkflowStatus = "waiting_approval"
+	WorkflowPaused              WorkflowStatus = "paused"
+	WorkflowNeedsReconciliation WorkflowStatus = "needs_reconciliation"
+	WorkflowDone                WorkflowStatus = "done"
+	WorkflowFailed              WorkflowStatus = "failed"
+)
+
+// StepStatus is where one step stands.
+type StepStatus string
+
+// The step statuses.
+const (
+	StepPending         StepStatus = "pending"
+	StepHeld            StepStatus = "held"
+	StepWaitingApproval StepStatus = "waiting_approval"
+	StepStarted         StepStatus = "started"
+	StepUnknown         StepStatus = "unknown"
+	StepDone            StepStatus = "done"
+	StepDenied          StepStatus = "denied"
+	StepSuppressed      StepStatus = "suppressed"
+	StepCompensated     StepStatus = "compensated"
+	StepShadowed        StepStatus = "shadowed"
+)
+
+// ApprovalStatus is where an approval request stands.
+type ApprovalStatus string
+
+// The approval statuses.
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalUsed     ApprovalStatus = "used"
+	ApprovalRejected ApprovalStatus = "rejected"
+	ApprovalExpired  ApprovalStatus = "expired"
+	ApprovalVoid     ApprovalStatus = "void"
+)
+
+// Tool is one tool of the catalog (GET /v1/tools).
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is the tool's JSON Schema, as the API gives it.
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// NewWorkflow is the body of POST /v1/workflows. Ticket is required; ID is
+// chosen by the sidecar when empty.
+type NewWorkflow struct {
+	Ticket       string     `json:"ticket"`
+	ID           string     `json:"id,omitempty"`
+	AgentVersion string     `json:"agent_version,omitempty"`
+	Bounds       *NewBounds `json:"bounds,omitempty"`
+}
+
+// NewBounds narrows the bundle's bounds for one workflow; nil fields keep
+// the bundle's.
+type NewBounds struct {
+	MaxSteps *int         `json:"max_steps,omitempty"`
+	MaxSpend *money.Cents `json:"max_spend,omitempty"`
+	Deadline *time.Time   `json:"deadline,omitempty"`
+}
+
+// Workflow is a workflow; Steps is nil when it was just created and a list
+// ([] for none) when it was read.
+type Workflow struct {
+	ID             string         `json:"id"`
+	Ticket         string         `json:"ticket"`
+	User           string         `json:"user"`
+	Status         WorkflowStatus `json:"status"`
+	PolicyRevision string         `json:"policy_revision"`
+	Created        time.Time      `json:"created"`
+	Updated        time.Time      `json:"updated"`
+	AgentVersion   string         `json:"agent_version,omitempty"`
+	Bounds         *Bounds        `json:"bounds,omitempty"`
+	Steps          []Step         `json:"steps,omitzero"`
+}
+
+// Bounds are a workflow's bounds, fixed when it opened.
+type Bounds struct {
+	MaxSteps    int         `json:"max_steps"`
+	MaxSpend    money.Cents `json:"max_spend"`
+	Deadline    time.Time   `json:"deadline"`
+	MaxAttempts int         `json:"max_attempts"`
+}
+
+// WorkflowQuery filters and pages GET /v1/workflows. Zero values leave a
+// parameter out (every status, the server's default page size, the first
+// page).
+type WorkflowQuery struct {
+	Status WorkflowStatus
+	Limit  int
+	Cursor string
+}
+
+// WorkflowPage is one page of GET /v1/workflows, oldest first. NextCursor
+// is "" on the last page.
+type WorkflowPage struct {
+	Workflows  []WorkflowItem `json:"workflows"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// WorkflowItem is a workflow as a list shows it: how many steps it has
+// instead of the steps (Workflow reads them).
+type WorkflowItem struct {
+	ID             string         `json:"id"`
+	Ticket         string         `json:"ticket"`
+	User           string         `json:"user"`
+	Status         WorkflowStatus `json:"status"`
+	PolicyRevision string         `json:"policy_revision"`
+	Created        time.Time      `json:"created"`
+	Updated        time.Time      `json:"updated"`
+	AgentVersion   string         `json:"agent_version,omitempty"`
+	Bounds         *Bounds        `json:"bounds,omitempty"`
+	StepCount      int            `json:"step_count"`
+}
+
+// Step is one step of a workflow.
+type Step struct {
+	Workflow    string          `json:"workflow"`
+	N           int             `json:"n"`
+	Tool        string          `json:"tool"`
+	Args        Args            `json:"args"`
+	Status      StepStatus      `json:"status"`
+	Decision    string          `json:"decision"`
+	Rule        string          `json:"rule"`
+	Approval    *StepApproval   `json:"approval,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Note        string          `json:"note,omitempty"`
+	DuplicateOf int             `json:"duplicate_of,omitempty"`
+	// Error is set on a denied step (the API's 403 body): why it was denied.
+	Error *Error `json:"error,omitempty"`
+}
+
+// StepApproval is the approval a step waits on or ran under.
+type StepApproval struct {
+	ID      string         `json:"id"`
+	Status  ApprovalStatus `json:"status"`
+	Summary string         `json:"summary"`
+	Expires time.Time      `json:"expires"`
+}
+
+// Args are a tool call's normalized arguments as the API shows them:
+// amount, line and quantity for refunds only.
+type Args struct {
+	Order    string       `json:"order"`
+	Amount   *money.Cents `json:"amount,omitempty"`
+	Line     string       `json:"line,omitempty"`
+	Quantity int64        `json:"quantity,omitempty"`
+}
+
+// Approval is one approval request.
+type Approval struct {
+	ID          string         `json:"id"`
+	Workflow    string         `json:"workflow"`
+	N           int            `json:"n"`
+	Tool        string         `json:"tool"`
+	Args        Args           `json:"args"`
+	Summary     string         `json:"summary"`
+	Requester   string         `json:"requester"`
+	Approver    string         `json:"approver,omitempty"`
+	Status      ApprovalStatus `json:"status"`
+	Comment     string         `json:"comment,omitempty"`
+	Retroactive bool           `json:"retroactive,omitempty"`
+	Created     time.Time      `json:"created"`
+	Expires     time.Time      `json:"expires"`
+	CallHash    string         `json:"call_hash"`
+
+	Rule      string      `json:"rule,omitempty"`
+	Ticket    string      `json:"ticket,omitempty"`
+	Customer  string      `json:"customer,omitempty"`
+	OrderPaid money.Cents `json:"order_paid,omitempty"`
+	// The rest are a reviewer's, shown on the queue and on GET of one
+	// approval (nil elsewhere): the refunds already made on the order, the
+	// approval this one replaces, whether the caller may approve it now
+	// and, when not, the Code that says why (requester_cannot_approve,
+	// approver_not_lead, approver_outside_region, above_approver_limit,
+	// approval_expired, not_pending).
+	OrderRefunded *money.Cents      `json:"order_refunded,omitempty"`
+	Replaces      *ReplacedApproval `json:"replaces,omitempty"`
+	CanApprove    *bool             `json:"can_approve,omitempty"`
+	Code          string            `json:"code,omitempty"`
+}
+
+// ReplacedApproval is the earlier approval of the same step that an
+// approval replaces after an amendment or expiry: its call beside the new.
+type ReplacedApproval struct {
+	ID       string         `json:"id"`
+	Args     Args           `json:"args"`
+	Status   ApprovalStatus `json:"status"`
+	CallHash string         `json:"call_hash"`
+}
+
+// ApprovalQuery filters GET /v1/approvals. An empty Status lists every
+// status; All asks a lead for the whole queue rather than only what they
+// may approve.
+type ApprovalQuery struct {
+	Status ApprovalStatus
+	All    bool
+}
+
+// Switch is one tool's switch (PUT /v1/switches/{tool}).
+type Switch struct {
+	Tool    string `json:"tool"`
+	Enabled bool   `json:"enabled"`
+}
+
+// Mode is one tool's stage of autonomy (GET /v1/modes).
+type Mode struct {
+	Tool     string     `json:"tool"`
+	Mode     string     `json:"mode"`
+	Default  string     `json:"default"`
+	SetBy    string     `json:"set_by,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	SetAt    *time.Time `json:"set_at,omitempty"`
+	Breakers []Breaker  `json:"breakers"`
+}
+
+// Breaker is one agent version's breaker for a tool.
+type Breaker struct {
+	AgentVersion string       `json:"agent_version"`
+	Failures     int          `json:"failures"`
+	Tripped      bool         `json:"tripped"`
+	Trip         *BreakerTrip `json:"trip,omitempty"`
+}
+
+// BreakerTrip is what tripped a breaker and when.
+type BreakerTrip struct {
+	At            time.Time `json:"at"`
+	Failures      int       `json:"failures"`
+	WindowSeconds int64     `json:"window_seconds"`
+	Last          string    `json:"last"`
+}
+
+// AuditVerification is GET /v1/audit/verify: whether the hash chain holds.
+type AuditVerification struct {
+	OK      bool        `json:"ok"`
+	Records int         `json:"records"`
+	Head    string      `json:"head,omitempty"`
+	Broken  *AuditBreak `json:"broken,omitempty"`
+}
+
+// AuditBreak is the first broken link of the audit chain.
+type AuditBreak struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}

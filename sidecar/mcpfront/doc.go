@@ -1,0 +1,77 @@
+// Package mcpfront serves countersign's governed tools over the Model
+// Context Protocol (the official Go SDK), so that an agent, or a lead's own
+// assistant, reaches the sidecar from where it already is.
+//
+// # One implementation, two transports
+//
+// NewServer builds the MCP server of one session over a *client.Client:
+// every tool is a call of the sidecar's /v1 API, and every answer is what
+// /v1 answered. The front decides nothing: it never validates a call's
+// arguments itself, never approves, never executes. Bad input therefore
+// gets the API's own answer (its code in the error result), and nothing
+// runs through MCP that /v1 would not run.
+//
+//   - Streamable HTTP at /mcp on the sidecar (NewHandler, mounted in
+//     sidecar/routes.go): the bearer is the person's token, verified by the
+//     sidecar exactly as on /v1 before the request reaches this package. The
+//     client talks to the sidecar's own handler in-process, presenting the
+//     bearer of the MCP request being served, so each tool call is
+//     authenticated again as the call it is. A session stays with the token
+//     subject that opened it (another subject on its id: 403).
+//   - stdio (`countersign mcp`): the same server, forwarding to a sidecar's
+//     URL over HTTP with the token of a file.
+//
+// # Tool sets
+//
+// The token's role decides the tools of a session (on stdio, --lead):
+//
+//	rep      the catalog of GET /v1/tools (names, descriptions, input
+//	         schemas as given), countersign_status, countersign_wait
+//	others   approvals_pending, approval_get, approval_approve,
+//	         approval_reject; the approver is always the token's subject,
+//	         never an argument, and the API's approver rules decide
+//
+// # One session, one workflow
+//
+// A rep's session works in one workflow, opened at its first governed call
+// or countersign_status/countersign_wait by POST /v1/workflows (create, or
+// get the one the same rep opened with the same id and ticket):
+//
+//	Countersign-Workflow and Countersign-Ticket   {"id", "ticket"} as given
+//	(stdio: --workflow, --ticket)                  (an id without a ticket
+//	                                               is the API's 422)
+//	Countersign-Ticket alone                       {"ticket"}: the sidecar
+//	                                               chooses the id
+//	neither                                        {"ticket": "mcp-<MCP
+//	                                               session id>"} (stdio,
+//	                                               which has none: a ULID)
+//
+// The headers are read from the request that opens the session; later
+// requests cannot move it to another workflow.
+//
+// # What a governed call answers
+//
+// A catalog tool's call is POST /v1/workflows/{id}/steps with the call's
+// arguments as they came. The result's structured content is the step as
+// the API answers it; its text says what happened in words a model acts
+// on:
+//
+//	done                result in the step; not an error
+//	waiting_approval    not an error: the approval's id, summary and expiry,
+//	                    and "call countersign_wait"
+//	denied              an error result naming the rule and why (the
+//	                    step's error object: policy_denied or
+//	                    refused_downstream)
+//	held, suppressed,   not errors: what each means and what to do next
+//	unknown, shadowed
+//	any API error       an error result whose structured content is
+//	                    {"error": {"code", "message", "rule"?}, "status"}:
+//	                    the API's error object (invalid_args, unknown_tool,
+//	                    not_found, ...) and its HTTP status
+//
+// countersign_wait waits for the workflow to change (GET
+// /v1/workflows/{id}?wait=, each wait at most PollInterval) until no step
+// waits on a pending, unexpired approval (at most 60 s), then resumes the
+// workflow and answers it; if approvals are still pending at the end it
+// answers the workflow as it stands and asks to be called again.
+package mcpfront
