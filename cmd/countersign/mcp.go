@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/sidecar/client"
 	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // The built binary as an agent launches it: `countersign mcp` on stdio,

@@ -16,7 +16,7 @@ import (
 	"github.com/countersign/countersign/cmd/devstack"
 )
 
-var screenshotTo = flag.String("screenshot", "", "also write the queue's screenshot (PNG) to this file, e.g. ../../docs/approvals.png")
+var screenshotTo = flag.String("screenshot", "", "also write the queue's screenshot (PNG) to this file, e.g. approvals.png (the README shows sidecar/leadpage/approvals.png)")
 
 // chromium is Debian's chromium, or "" when it is not installed.
 func chromium() string {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // Version is the implementation version the servers announce.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/sidecar/client"
 	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/executor/strictjson"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // start brings up a dev stack on loopback over a fresh directory and closes

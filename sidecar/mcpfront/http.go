@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // The headers that name a session's workflow.

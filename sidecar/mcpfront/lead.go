@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/executor/strictjson"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // The front's own tools of a rep's session.

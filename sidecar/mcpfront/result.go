@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/executor/strictjson"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // errorBody is the structured content of an error result: the API's error

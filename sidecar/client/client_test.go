@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // start brings up a dev stack on loopback and returns a strict client for

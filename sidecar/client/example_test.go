@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // A rep's agent opens a workflow and proposes two refunds: the first runs,
