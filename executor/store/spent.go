@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/countersign/countersign/executor/money"
 )
@@ -154,7 +153,7 @@ func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 
 // sumRange adds up the values of the keys from lo (inclusive) to hi
 // (exclusive).
-func sumRange(c *bolt.Cursor, lo, hi []byte) money.Cents {
+func sumRange(c kvCursor, lo, hi []byte) money.Cents {
 	var total money.Cents
 	for k, v := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, v = c.Next() {
 		total += money.Cents(binary.BigEndian.Uint64(v))
