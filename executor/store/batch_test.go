@@ -118,14 +118,16 @@ func TestBatchAFailingWriteFailsAloneAndTheOthersCommit(t *testing.T) {
 // TestBatchAloneCommitsAtOnce: one writer with nobody else waits for no
 // timer and pays exactly one commit per write.
 func TestBatchAloneCommitsAtOnce(t *testing.T) {
-	db := openNoSync(t)
-	before := commits(t, db)
-	for i := range 5 {
-		if err := db.Batch(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("t", i), false) }); err != nil {
-			t.Fatal(err)
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		before := commits(t, db)
+		for i := range 5 {
+			if err := db.Batch(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("t", i), false) }); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if got := commits(t, db) - before; got != 5 {
-		t.Errorf("5 writes one after another: %d commits, want 5", got)
-	}
+		if got := commits(t, db) - before; got != 5 {
+			t.Errorf("5 writes one after another: %d commits, want 5", got)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -140,3 +141,13 @@ func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(nam
 type boltBucket struct{ *bolt.Bucket }
 
 func (b boltBucket) Cursor() kvCursor { return b.Bucket.Cursor() }
+
+func (b boltBucket) Range(lo, hi []byte, fn func(k, v []byte) error) error {
+	c := b.Bucket.Cursor()
+	for k, v := c.Seek(lo); k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -41,6 +41,11 @@ type kvBucket interface {
 	Cursor() kvCursor
 	// ForEach calls fn for every key in order, stopping at fn's first error.
 	ForEach(fn func(k, v []byte) error) error
+	// Range calls fn for every key from lo (inclusive) to hi (exclusive;
+	// nil: to the end) in order, stopping at fn's first error. It is the
+	// walk to use when the end is known: PostgreSQL then reads those keys
+	// and no others, and its SERIALIZABLE check watches only them.
+	Range(lo, hi []byte, fn func(k, v []byte) error) error
 	// NextSequence returns the bucket's next sequence number, from 1.
 	NextSequence() (uint64, error)
 }

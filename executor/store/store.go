@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -83,8 +84,26 @@ func (t *Tx) getJSON(bucket, key []byte, v any) error {
 	if raw == nil {
 		return ErrNotFound
 	}
+	return decodeJSON(bucket, key, raw, v)
+}
+
+// decodeJSON decodes raw, the value at key, into v.
+func decodeJSON(bucket, key, raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("decode %s/%q: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// prefixEnd is the first key after every key that starts with prefix
+// (nil when there is none), for a Range over a prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
 	}
 	return nil
 }
