@@ -25,8 +25,11 @@ type PostgresOptions struct {
 	// Default 50: under heavy contention on one total every writer but
 	// one loses each round, and a loser waits a random, growing pause.
 	MaxAttempts int
-	// TxTimeout bounds one attempt of a transaction, its statements and
-	// its commit. Default 30s.
+	// TxTimeout bounds one attempt of a write transaction, its
+	// statements and its commit, so that a write never holds its locks
+	// for long. Default 30s. A read is not bounded: it holds no lock, and
+	// a whole-log read (audit verification, reconciliation) may take
+	// longer.
 	TxTimeout time.Duration
 }
 
@@ -86,7 +89,9 @@ var (
 // lock.
 func (s *pgStore) update(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := s.run(writeTx, fn)
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.TxTimeout)
+		err := s.run(ctx, writeTx, fn)
+		cancel()
 		if err == nil {
 			s.committed.Add(1)
 			return nil
@@ -119,15 +124,13 @@ func conflict(err error) bool {
 // view runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
 // for all its reads, which never fails to serialize.
 func (s *pgStore) view(fn func(kvTx) error) error {
-	return s.run(readTx, fn)
+	return s.run(context.Background(), readTx, fn)
 }
 
 // run is one attempt: begin, fn, commit. The first failed statement is
 // the outcome whatever fn returned, as fn may have decided on a nil the
 // failed read returned.
-func (s *pgStore) run(opts pgx.TxOptions, fn func(kvTx) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.TxTimeout)
-	defer cancel()
+func (s *pgStore) run(ctx context.Context, opts pgx.TxOptions, fn func(kvTx) error) error {
 	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -148,10 +151,23 @@ func (s *pgStore) run(opts pgx.TxOptions, fn func(kvTx) error) error {
 }
 
 // batch is update: PostgreSQL shares WAL flushes between concurrent
-// commits itself (commit_delay aside), so one transaction per function
-// costs no extra flush under load, and keeps a conflict to the one
-// function that met it.
-func (s *pgStore) batch(fn func(kvTx) error) error { return s.update(fn) }
+// commits itself, so one transaction per function costs no extra flush
+// under load, and keeps a conflict to the one function that met it. As
+// on bbolt's group commit, a panic in fn is its error.
+func (s *pgStore) batch(fn func(kvTx) error) error { return s.update(safely(fn)) }
+
+// safely turns a panic in fn into its error: an enqueued fn runs on a
+// goroutine of its own, where a panic would end the process.
+func safely(fn func(kvTx) error) func(kvTx) error {
+	return func(t kvTx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("store: panic in a write function: %v", r)
+			}
+		}()
+		return fn(t)
+	}
+}
 
 func (s *pgStore) enqueue(fn func(kvTx) error) <-chan error {
 	out := make(chan error, 1)
@@ -160,7 +176,7 @@ func (s *pgStore) enqueue(fn func(kvTx) error) <-chan error {
 	s.pending[done] = true
 	s.mu.Unlock()
 	go func() {
-		out <- s.update(fn)
+		out <- s.batch(fn)
 		s.mu.Lock()
 		delete(s.pending, done)
 		s.mu.Unlock()
