@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -13,10 +12,23 @@ import (
 // connection, a serialization failure, a write in a read-only
 // transaction); the first failure is kept in err, every later operation
 // does nothing, and the transaction ends with that error (pgStore.run).
+//
+// Writes are queued and sent with the next read, in one round trip, or by
+// flush before the commit: a decision's transaction reads and writes a
+// few dozen keys, and a round trip per write would be a third of its
+// time. A write's failure therefore surfaces at the next read or at the
+// commit, as the transaction's error.
 type pgTx struct {
-	ctx context.Context
-	tx  pgx.Tx
-	err error
+	ctx    context.Context
+	tx     pgx.Tx
+	err    error
+	writes []pgWrite
+}
+
+// pgWrite is a queued write: op names it in an error.
+type pgWrite struct {
+	op, sql string
+	args    []any
 }
 
 func (t *pgTx) bucket(name []byte) kvBucket { return pgBucket{t: t, name: string(name)} }
@@ -29,29 +41,107 @@ func (t *pgTx) fail(op string, err error) error {
 	return t.err
 }
 
+// write queues a write.
+func (t *pgTx) write(op, sql string, args ...any) error {
+	if t.err != nil {
+		return t.err
+	}
+	t.writes = append(t.writes, pgWrite{op: op, sql: sql, args: args})
+	return nil
+}
+
+// read sends the queued writes, then q, and hands q's rows to scan; all
+// in one round trip.
+func (t *pgTx) read(op, q string, args []any, scan func(pgx.Rows) error) {
+	if t.err != nil {
+		return
+	}
+	if len(t.writes) == 0 {
+		rows, err := t.tx.Query(t.ctx, q, args...)
+		if err == nil {
+			err = scanAll(rows, scan)
+		}
+		if err != nil {
+			t.fail(op, err)
+		}
+		return
+	}
+	var b pgx.Batch
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	b.Queue(q, args...)
+	writes := t.writes
+	t.writes = nil
+	br := t.tx.SendBatch(t.ctx, &b)
+	defer func() {
+		if err := br.Close(); err != nil {
+			t.fail(op, err)
+		}
+	}()
+	for _, w := range writes {
+		if _, err := br.Exec(); err != nil {
+			t.fail(w.op, err)
+			return
+		}
+	}
+	rows, err := br.Query()
+	if err == nil {
+		err = scanAll(rows, scan)
+	}
+	if err != nil {
+		t.fail(op, err)
+	}
+}
+
+// scanAll hands every row to scan and closes rows.
+func scanAll(rows pgx.Rows, scan func(pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// flush sends the queued writes and returns the transaction's error.
+func (t *pgTx) flush() error {
+	if t.err != nil || len(t.writes) == 0 {
+		return t.err
+	}
+	var b pgx.Batch
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	writes := t.writes
+	t.writes = nil
+	br := t.tx.SendBatch(t.ctx, &b)
+	for _, w := range writes {
+		if _, err := br.Exec(); err != nil {
+			t.fail(w.op, err)
+			break
+		}
+	}
+	if err := br.Close(); err != nil {
+		t.fail("write", err)
+	}
+	return t.err
+}
+
 // query reads all the key-value rows q returns; nil after a failure,
 // which it keeps.
 func (t *pgTx) query(op, q string, args ...any) []kvPair {
-	if t.err != nil {
-		return nil
-	}
-	rows, err := t.tx.Query(t.ctx, q, args...)
-	if err != nil {
-		t.fail(op, err)
-		return nil
-	}
-	defer rows.Close()
 	var page []kvPair
-	for rows.Next() {
+	t.read(op, q, args, func(rows pgx.Rows) error {
 		var p kvPair
 		if err := rows.Scan(&p.k, &p.v); err != nil {
-			t.fail(op, err)
-			return nil
+			return err
 		}
 		page = append(page, p)
-	}
-	if err := rows.Err(); err != nil {
-		t.fail(op, err)
+		return nil
+	})
+	if t.err != nil {
 		return nil
 	}
 	return page
@@ -64,16 +154,13 @@ type pgBucket struct {
 }
 
 func (b pgBucket) Get(key []byte) []byte {
-	if b.t.err != nil {
-		return nil
-	}
 	var v []byte
-	err := b.t.tx.QueryRow(b.t.ctx, `SELECT value FROM kv WHERE bucket = $1 AND key = $2`, b.name, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		b.t.fail("get "+b.name, err)
+	found := false
+	b.t.read("get "+b.name, `SELECT value FROM kv WHERE bucket = $1 AND key = $2`, []any{b.name, key}, func(rows pgx.Rows) error {
+		found = true
+		return rows.Scan(&v)
+	})
+	if !found || b.t.err != nil {
 		return nil
 	}
 	if v == nil {
@@ -83,39 +170,24 @@ func (b pgBucket) Get(key []byte) []byte {
 }
 
 func (b pgBucket) Put(key, value []byte) error {
-	if b.t.err != nil {
-		return b.t.err
-	}
 	if value == nil {
 		value = []byte{} // a nil []byte would be NULL
 	}
-	_, err := b.t.tx.Exec(b.t.ctx, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)
+	return b.t.write("put "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)
 		ON CONFLICT (bucket, key) DO UPDATE SET value = excluded.value`, b.name, key, value)
-	if err != nil {
-		return b.t.fail("put "+b.name, err)
-	}
-	return nil
 }
 
 func (b pgBucket) Delete(key []byte) error {
-	if b.t.err != nil {
-		return b.t.err
-	}
-	if _, err := b.t.tx.Exec(b.t.ctx, `DELETE FROM kv WHERE bucket = $1 AND key = $2`, b.name, key); err != nil {
-		return b.t.fail("delete "+b.name, err)
-	}
-	return nil
+	return b.t.write("delete "+b.name, `DELETE FROM kv WHERE bucket = $1 AND key = $2`, b.name, key)
 }
 
 func (b pgBucket) NextSequence() (uint64, error) {
+	var n int64
+	b.t.read("next sequence of "+b.name, `INSERT INTO kv_sequences (bucket, value) VALUES ($1, 1)
+		ON CONFLICT (bucket) DO UPDATE SET value = kv_sequences.value + 1 RETURNING value`, []any{b.name},
+		func(rows pgx.Rows) error { return rows.Scan(&n) })
 	if b.t.err != nil {
 		return 0, b.t.err
-	}
-	var n int64
-	err := b.t.tx.QueryRow(b.t.ctx, `INSERT INTO kv_sequences (bucket, value) VALUES ($1, 1)
-		ON CONFLICT (bucket) DO UPDATE SET value = kv_sequences.value + 1 RETURNING value`, b.name).Scan(&n)
-	if err != nil {
-		return 0, b.t.fail("next sequence of "+b.name, err)
 	}
 	return uint64(n), nil
 }

@@ -138,6 +138,9 @@ func (s *pgStore) run(ctx context.Context, opts pgx.TxOptions, fn func(kvTx) err
 	defer tx.Rollback(ctx) // after Commit, a no-op
 	t := &pgTx{ctx: ctx, tx: tx}
 	ferr := fn(t)
+	if ferr == nil {
+		t.flush() // the queued writes; a read-only transaction refuses them here
+	}
 	if t.err != nil {
 		return t.err
 	}
