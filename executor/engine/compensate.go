@@ -28,6 +28,7 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 	defer e.lock(wfID)()
 	var a store.Approval
 	err := e.db.Update(func(tx *store.Tx) error {
+		a = store.Approval{} // this may run more than once
 		w, s, err := e.compensable(tx, wfID, n)
 		if err != nil {
 			return err

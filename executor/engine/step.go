@@ -210,6 +210,7 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 	}
 	var s store.Step
 	err = e.db.Update(func(tx *store.Tx) error {
+		s = store.Step{} // this may run more than once
 		w, err := e.ownWorkflow(tx, p, wfID)
 		if err != nil {
 			return err
@@ -1011,10 +1012,13 @@ func (e *Engine) finished(s store.Step, start time.Time) {
 	e.obs.StepFinished(s, time.Since(start))
 }
 
+// switchOn reads tool name's switch. A read that fails counts as off:
+// on PostgreSQL a read can fail, and a switch that cannot be read must not
+// let an effect through (resume goes on once it can be read).
 func (e *Engine) switchOn(name tool.Name) bool {
 	on := true
-	_ = e.db.View(func(tx *store.Tx) error { on = tx.Switch(string(name)); return nil })
-	return on
+	err := e.db.View(func(tx *store.Tx) error { on = tx.Switch(string(name)); return nil })
+	return on && err == nil
 }
 
 // totals are the spending facts a decision needs, read from the indexes.

@@ -34,9 +34,9 @@ func (t *Tx) PutApproval(a Approval) error {
 // Approvals returns the approvals for which keep returns true, oldest first.
 func (t *Tx) Approvals(keep func(Approval) bool) ([]Approval, error) {
 	var out []Approval
-	err := t.bucket(bApprovals).ForEach(func(k, _ []byte) error {
+	err := t.bucket(bApprovals).ForEach(func(k, v []byte) error {
 		var a Approval
-		if err := t.getJSON(bApprovals, k, &a); err != nil {
+		if err := decodeJSON(bApprovals, k, v, &a); err != nil {
 			return err
 		}
 		if keep == nil || keep(a) {

@@ -60,20 +60,10 @@ func (t *Tx) EachAudit(fn func(id, value []byte) error) error {
 // or at the first record when id is empty. Pagination reads one page with a
 // single cursor seek instead of walking the log from its start.
 func (t *Tx) EachAuditAfter(after []byte, fn func(id, value []byte) error) error {
-	c := t.bucket(bAudit).Cursor()
-	var k, v []byte
-	if len(after) == 0 {
-		k, v = c.First()
-	} else {
-		k, v = c.Seek(after)
-		if k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
+	return t.bucket(bAudit).Range(after, nil, func(k, v []byte) error {
+		if bytes.Equal(k, after) {
+			return nil
 		}
-	}
-	for ; k != nil; k, v = c.Next() {
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(k, v)
+	})
 }

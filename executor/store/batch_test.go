@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/executor/store"
@@ -118,14 +119,71 @@ func TestBatchAFailingWriteFailsAloneAndTheOthersCommit(t *testing.T) {
 // TestBatchAloneCommitsAtOnce: one writer with nobody else waits for no
 // timer and pays exactly one commit per write.
 func TestBatchAloneCommitsAtOnce(t *testing.T) {
-	db := openNoSync(t)
-	before := commits(t, db)
-	for i := range 5 {
-		if err := db.Batch(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("t", i), false) }); err != nil {
-			t.Fatal(err)
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		before := commits(t, db)
+		for i := range 5 {
+			if err := db.Batch(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("t", i), false) }); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if got := commits(t, db) - before; got != 5 {
-		t.Errorf("5 writes one after another: %d commits, want 5", got)
-	}
+		if got := commits(t, db) - before; got != 5 {
+			t.Errorf("5 writes one after another: %d commits, want 5", got)
+		}
+	})
+}
+
+// Flush returns once every write enqueued before it has committed: all
+// of them are then visible, and each caller has its outcome.
+func TestFlushWaitsForEveryEnqueuedWrite(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		var outs []<-chan error
+		for i := range 20 {
+			outs = append(outs, db.Enqueue(func(tx *store.Tx) error { return tx.SetSwitch(fmt.Sprint("tool-", i), false) }))
+		}
+		db.Flush()
+		db.View(func(tx *store.Tx) error {
+			for i := range 20 {
+				if tx.Switch(fmt.Sprint("tool-", i)) {
+					t.Errorf("tool-%d: the write is not visible after Flush", i)
+				}
+			}
+			return nil
+		})
+		for i, out := range outs {
+			select {
+			case err := <-out:
+				if err != nil {
+					t.Errorf("write %d: %v", i, err)
+				}
+			default:
+				t.Errorf("write %d has no outcome after Flush", i)
+			}
+		}
+	})
+}
+
+// A panic in a batched write is that write's error, whichever goroutine
+// ran it; nothing of it commits and the store goes on.
+func TestBatchAPanicIsTheWritesError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		err := <-db.Enqueue(func(tx *store.Tx) error {
+			if err := tx.SetSwitch("half", false); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+		if err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("a panicking write returned %v, want its panic as an error", err)
+		}
+		mustUpdate(t, db, func(tx *store.Tx) error { return tx.SetSwitch("after", false) })
+		db.View(func(tx *store.Tx) error {
+			if !tx.Switch("half") || tx.Switch("after") {
+				t.Errorf("half off %v (want on: it rolled back), after off %v (want off)", !tx.Switch("half"), !tx.Switch("after"))
+			}
+			return nil
+		})
+	})
 }

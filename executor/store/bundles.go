@@ -45,9 +45,9 @@ func (t *Tx) AppendBundle(rec BundleRecord, blob []byte) (BundleRecord, error) {
 // Bundles returns the activation history, oldest first.
 func (t *Tx) Bundles() ([]BundleRecord, error) {
 	var out []BundleRecord
-	err := t.bucket(bBundles).ForEach(func(k, _ []byte) error {
+	err := t.bucket(bBundles).ForEach(func(k, v []byte) error {
 		var r BundleRecord
-		if err := t.getJSON(bBundles, k, &r); err != nil {
+		if err := decodeJSON(bBundles, k, v, &r); err != nil {
 			return err
 		}
 		out = append(out, r)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -63,10 +62,16 @@ func (t *Tx) EachDecision(f DecisionFilter, fn func(Decision) error) error {
 		return err
 	}
 	start = max(start, f.After+1)
-	// visit reads one decision and reports whether the walk is past Until.
-	visit := func(seq []byte) (past bool, err error) {
+	// visit reads one decision (raw, or from the log when raw is nil) and
+	// reports whether the walk is past Until.
+	visit := func(seq, raw []byte) (past bool, err error) {
 		var d Decision
-		if err := t.getJSON(bDecisions, seq, &d); err != nil {
+		if raw == nil {
+			err = t.getJSON(bDecisions, seq, &d)
+		} else {
+			err = decodeJSON(bDecisions, seq, raw, &d)
+		}
+		if err != nil {
 			return false, err
 		}
 		if !f.Until.IsZero() && !d.At.Before(f.Until) {
@@ -79,25 +84,32 @@ func (t *Tx) EachDecision(f DecisionFilter, fn func(Decision) error) error {
 	}
 	if f.Workflow == "" {
 		c := t.bucket(bDecisions).Cursor()
-		for k, _ := c.Seek(u64(start)); k != nil; k, _ = c.Next() {
-			if past, err := visit(k); past || err != nil {
+		for k, v := c.Seek(u64(start)); k != nil; k, v = c.Next() {
+			if past, err := visit(k, v); past || err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	prefix := append([]byte(f.Workflow), 0)
-	c := t.bucket(bDecisionsWF).Cursor()
-	for k, _ := c.Seek(slices.Concat(prefix, u64(start))); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	err = t.bucket(bDecisionsWF).Range(slices.Concat(prefix, u64(start)), prefixEnd(prefix), func(k, _ []byte) error {
 		if len(k) != len(prefix)+8 {
-			continue // a longer workflow id that shares the prefix cannot: ids hold no NUL
+			return nil // a longer workflow id that shares the prefix cannot: ids hold no NUL
 		}
-		if past, err := visit(k[len(prefix):]); past || err != nil {
-			return err
+		past, err := visit(k[len(prefix):], nil)
+		if past {
+			return errPastUntil
 		}
+		return err
+	})
+	if errors.Is(err, errPastUntil) {
+		return nil
 	}
-	return nil
+	return err
 }
+
+// errPastUntil stops a walk of EachDecision at its Until.
+var errPastUntil = errors.New("past until")
 
 // firstDecisionAt returns the sequence number from which the decisions
 // made at or after at begin (past the last one when none was), 0 for a
@@ -179,9 +191,9 @@ func (t *Tx) Decisions(wf string) ([]Decision, error) {
 func (t *Tx) LastDecisions(n int) ([]Decision, error) {
 	var out []Decision
 	c := t.bucket(bDecisions).Cursor()
-	for k, _ := c.Last(); k != nil && len(out) < n; k, _ = c.Prev() {
+	for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
 		var d Decision
-		if err := t.getJSON(bDecisions, k, &d); err != nil {
+		if err := decodeJSON(bDecisions, k, v, &d); err != nil {
 			return nil, err
 		}
 		out = append(out, d)
@@ -194,9 +206,9 @@ func (t *Tx) LastDecisions(n int) ([]Decision, error) {
 // first. The log is in time order, so it reads only that tail.
 func (t *Tx) DecisionsSince(since time.Time, fn func(Decision) error) error {
 	c := t.bucket(bDecisions).Cursor()
-	for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
 		var d Decision
-		if err := t.getJSON(bDecisions, k, &d); err != nil {
+		if err := decodeJSON(bDecisions, k, v, &d); err != nil {
 			return err
 		}
 		if d.At.Before(since) {

@@ -1,18 +1,63 @@
-// Package store is countersign's durable state on bbolt: workflows, steps,
+// Package store is countersign's durable state: workflows, steps,
 // approvals, tool switches, the decision log, the bundle history, and the
 // indexes that let a decision read every fact it needs without scanning all
-// steps.
+// steps. It lives in a bbolt file (Open), the embedded default for one
+// sidecar, or in a PostgreSQL database (OpenPostgres), which several
+// sidecars can share.
 //
 // # Transactions
 //
 // All access goes through View, Update and Batch, which hand the caller a
-// Tx with typed methods. Batch is a group commit (package groupcommit):
-// concurrent writers share one commit and its fsyncs, and a write function
-// may run more than once. The engine evaluates policy on facts read in a
+// Tx with typed methods. The engine evaluates policy on facts read in a
 // View, then admits, checks those facts unchanged (deciding again inside
 // the transaction when they changed), appends the decision and marks the
-// step started in ONE Batch. bbolt serializes writers, so two concurrent
-// calls can never both spend the same headroom.
+// step started in ONE Batch, so two concurrent calls can never both spend
+// the same headroom: bbolt has one writer at a time, and PostgreSQL runs
+// every write SERIALIZABLE.
+//
+// A write function may run more than once: on bbolt when another function
+// of its group commit fails (Batch is a group commit, package
+// groupcommit: concurrent writers share one commit and its fsyncs), on
+// PostgreSQL when it loses a serialization conflict. It computes
+// everything from its Tx and sets its outcome afresh on each run (Update).
+//
+// # Two backends, one set of accessors
+//
+// Every accessor is written once, against buckets of ordered keys as bbolt
+// keeps them: get, put, delete, a cursor, a range, a sequence per bucket
+// (kv.go). bbolt implements them with its own buckets (bolt.go); the
+// PostgreSQL backend with rows (postgres.go, pgkv.go), and the same tests
+// run on both.
+//
+// # PostgreSQL
+//
+// The schema is created and migrated by OpenPostgres: numbered migrations,
+// recorded in schema_migrations and applied in one transaction under an
+// advisory lock, so sidecars starting together do not race, and a database
+// migrated by a newer binary is refused (ErrSchemaNewer).
+//
+// Version 1 keeps the buckets as rows of one table, kv (bucket, key bytea,
+// value bytea, primary key (bucket, key)), and a sequence per bucket in
+// kv_sequences. It is the smallest schema that runs the accessors
+// unchanged: bytea orders bytewise as bbolt's keys do, the primary key is
+// the ordered index a cursor pages through, and the time-ordered keys,
+// running sums and indexes the accessors maintain work the same. Its cost
+// is a round trip per key read or written and values opaque to SQL; tables
+// of typed columns (and totals read in one query) can replace buckets one
+// at a time with later migrations, behind the same Tx methods.
+//
+// A write transaction runs SERIALIZABLE and runs again on a serialization
+// failure or a deadlock (up to PostgresOptions.MaxAttempts, then
+// ErrConflict): PostgreSQL then finds the read-then-write races between
+// sidecars, such as two decisions each reading the headroom the other
+// spends, without each accessor naming the rows to lock. A read (View)
+// runs in one REPEATABLE READ, READ ONLY snapshot. Batch is one
+// transaction per function, as PostgreSQL shares the WAL flush of
+// concurrent commits itself. A statement that fails (a lost connection, a
+// conflict) fails the whole transaction: the accessors that cannot return
+// an error (Switch, OrderSpent, ...) may read nil, and whatever the
+// function decides from it is rolled back while the caller gets the
+// failure.
 //
 // # Indexes
 //

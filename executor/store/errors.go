@@ -16,3 +16,14 @@ var (
 	// a regular file). Use a directory this process can write.
 	ErrUnwritable = errors.New("database directory is not writable")
 )
+
+// Errors of the PostgreSQL backend.
+var (
+	// ErrConflict: a write transaction kept losing serialization conflicts
+	// (or deadlocks) with concurrent writers and was given up. Nothing of
+	// it committed; the call may be retried.
+	ErrConflict = errors.New("write transaction kept conflicting with concurrent writers")
+	// ErrSchemaNewer: the database was migrated by a newer countersign.
+	// Run that version (or newer) against it.
+	ErrSchemaNewer = errors.New("database schema is newer than this binary")
+)

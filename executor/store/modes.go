@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"time"
 
@@ -75,13 +74,16 @@ func (t *Tx) PutBreaker(b Breaker) error {
 func (t *Tx) Breakers(tool string) ([]Breaker, error) {
 	prefix := append([]byte(tool), 0)
 	var out []Breaker
-	c := t.bucket(bBreakers).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	err := t.bucket(bBreakers).Range(prefix, prefixEnd(prefix), func(k, v []byte) error {
 		var b Breaker
-		if err := t.getJSON(bBreakers, k, &b); err != nil {
-			return nil, err
+		if err := decodeJSON(bBreakers, k, v, &b); err != nil {
+			return err
 		}
 		out = append(out, b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -32,9 +32,9 @@ func (t *Tx) AppendRejection(r Rejection) error {
 // Rejections calls fn with every schema rejection at or after since, oldest
 // first.
 func (t *Tx) Rejections(since time.Time, fn func(Rejection) error) error {
-	return t.bucket(bRejections).ForEach(func(k, _ []byte) error {
+	return t.bucket(bRejections).ForEach(func(k, v []byte) error {
 		var r Rejection
-		if err := t.getJSON(bRejections, k, &r); err != nil {
+		if err := decodeJSON(bRejections, k, v, &r); err != nil {
 			return err
 		}
 		if r.At.Before(since) {

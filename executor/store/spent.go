@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/countersign/countersign/executor/money"
 )
 
@@ -135,7 +133,7 @@ func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents) 
 func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 	at := since.UnixNano()
 	p := append([]byte(prefix), 0)
-	c := t.bucket(ix.sums).Cursor()
+	sums := t.bucket(ix.sums)
 	var total money.Cents
 	end := append(append([]byte(nil), p...), 1) // past every key of width 0
 	var bound int64
@@ -144,21 +142,22 @@ func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 		if level > 0 {
 			end = sumKey(prefix, level, bound)
 		}
-		total += sumRange(c, sumKey(prefix, level, start), end)
+		total += sumRange(sums, sumKey(prefix, level, start), end)
 		bound = start
 	}
 	lo := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(at))
 	hi := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(bound))
-	return total + sumRange(t.bucket(ix.entries).Cursor(), lo, hi)
+	return total + sumRange(t.bucket(ix.entries), lo, hi)
 }
 
 // sumRange adds up the values of the keys from lo (inclusive) to hi
 // (exclusive).
-func sumRange(c *bolt.Cursor, lo, hi []byte) money.Cents {
+func sumRange(b kvBucket, lo, hi []byte) money.Cents {
 	var total money.Cents
-	for k, v := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, v = c.Next() {
+	_ = b.Range(lo, hi, func(_, v []byte) error {
 		total += money.Cents(binary.BigEndian.Uint64(v))
-	}
+		return nil
+	}) // only a read can fail, and its failure is the transaction's
 	return total
 }
 

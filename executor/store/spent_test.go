@@ -88,43 +88,46 @@ func sinces(r *rand.Rand, m spendModel) []time.Time {
 // transitions, the rep and agent totals since any instant are the sums of
 // the spent refunds reserved at or after it, to the cent.
 func TestWindowTotalsMatchEveryStep(t *testing.T) {
-	for seed := range uint64(4) {
-		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(seed, 11))
-			db := open(t)
-			m := spendModel{users: map[string]string{}, steps: map[string]store.Step{}}
-			reps := []string{"rep-ana", "rep-ben", "rep-cy"}
-			mustUpdate(t, db, func(tx *store.Tx) error {
-				for i := range 6 {
-					wf := fmt.Sprintf("W%d", i)
-					m.users[wf] = reps[i%len(reps)]
-					if err := tx.CreateWorkflow(store.Workflow{ID: wf, User: m.users[wf]}); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			for round := range 15 {
+	eachBackend(t, func(t *testing.T, open opener) {
+		for seed := range uint64(4) {
+			t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+				t.Parallel() // on PostgreSQL, the seeds wait on round trips side by side
+				r := rand.New(rand.NewPCG(seed, 11))
+				db := open(t)
+				m := spendModel{users: map[string]string{}, steps: map[string]store.Step{}}
+				reps := []string{"rep-ana", "rep-ben", "rep-cy"}
 				mustUpdate(t, db, func(tx *store.Tx) error {
-					for range 20 {
-						wf, n := fmt.Sprintf("W%d", r.IntN(6)), 1+r.IntN(10)
-						id := fmt.Sprintf("%s/%d", wf, n)
-						old, exists := m.steps[id]
-						s := randomStep(r, old, exists, wf, n)
-						if err := tx.PutStep(s); err != nil {
+					for i := range 6 {
+						wf := fmt.Sprintf("W%d", i)
+						m.users[wf] = reps[i%len(reps)]
+						if err := tx.CreateWorkflow(store.Workflow{ID: wf, User: m.users[wf]}); err != nil {
 							return err
 						}
-						m.steps[id] = s
 					}
 					return nil
 				})
-				checkTotals(t, db, m, sinces(r, m), append(reps, "rep-nobody"))
-				if t.Failed() {
-					t.Fatalf("after round %d", round)
+				for round := range 15 {
+					mustUpdate(t, db, func(tx *store.Tx) error {
+						for range 20 {
+							wf, n := fmt.Sprintf("W%d", r.IntN(6)), 1+r.IntN(10)
+							id := fmt.Sprintf("%s/%d", wf, n)
+							old, exists := m.steps[id]
+							s := randomStep(r, old, exists, wf, n)
+							if err := tx.PutStep(s); err != nil {
+								return err
+							}
+							m.steps[id] = s
+						}
+						return nil
+					})
+					checkTotals(t, db, m, sinces(r, m), append(reps, "rep-nobody"))
+					if t.Failed() {
+						t.Fatalf("after round %d", round)
+					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 func checkTotals(t *testing.T, db *store.DB, m spendModel, sinces []time.Time, reps []string) {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -36,13 +35,16 @@ func (t *Tx) Step(wf string, n int) (Step, error) {
 func (t *Tx) Steps(wf string) ([]Step, error) {
 	prefix := append([]byte(wf), 0)
 	var out []Step
-	c := t.bucket(bSteps).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	err := t.bucket(bSteps).Range(prefix, prefixEnd(prefix), func(k, v []byte) error {
 		var s Step
-		if err := t.getJSON(bSteps, k, &s); err != nil {
-			return nil, err
+		if err := decodeJSON(bSteps, k, v, &s); err != nil {
+			return err
 		}
 		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -167,9 +169,9 @@ func (t *Tx) OrderSpent(order string) money.Cents {
 // AllSteps calls fn for every step of every workflow, in workflow order.
 // It is for whole-book jobs such as reconciliation, never for a decision.
 func (t *Tx) AllSteps(fn func(Step) error) error {
-	return t.bucket(bSteps).ForEach(func(k, _ []byte) error {
+	return t.bucket(bSteps).ForEach(func(k, v []byte) error {
 		var s Step
-		if err := t.getJSON(bSteps, k, &s); err != nil {
+		if err := decodeJSON(bSteps, k, v, &s); err != nil {
 			return err
 		}
 		return fn(s)

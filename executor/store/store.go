@@ -1,20 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"syscall"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/countersign/countersign/executor/groupcommit"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Bucket names. Keys are documented beside each accessor.
@@ -34,131 +24,59 @@ var (
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
-		bModes, bBreakers, bRejections}
+		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser}
 )
 
-// Options tune Open. The zero value is what production uses.
-type Options struct {
-	// Timeout is how long Open waits for another process to release the
-	// file lock before failing with ErrLocked. Default 1s.
-	Timeout time.Duration
-	// NoSync skips fsync on commit. Only benchmarks comparing costs set it:
-	// without fsync a crash can lose acknowledged steps.
-	NoSync bool
-	// MaxBatch caps how many write functions one group commit (Batch)
-	// carries. Default groupcommit.DefaultMax.
-	MaxBatch int
-}
-
-// DB is an open store.
+// DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).
 type DB struct {
-	bolt  *bolt.DB
-	group *groupcommit.Group
+	kv backend
 }
 
-// Open opens (creating if needed) the store at path.
-func Open(path string, opts Options) (*DB, error) {
-	if opts.Timeout == 0 {
-		opts.Timeout = time.Second
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
-	}
-	// The freelist is rebuilt at open instead of written on every commit:
-	// otherwise each commit writes a freelist that grows with the file, and
-	// a decision would get slower as history grows.
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync,
-		NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
-	}
-	err = b.Update(func(btx *bolt.Tx) error {
-		// A store written before the reship index existed gets it built
-		// from its steps, once.
-		backfill := btx.Bucket(bOrderReships) == nil && btx.Bucket(bSteps) != nil
-		// Likewise the running sums of the spending indexes, from their
-		// entries.
-		var sumsMissing []spentIndex
-		for _, ix := range []spentIndex{repSpent, agentSpent} {
-			if btx.Bucket(ix.sums) == nil && btx.Bucket(ix.entries) != nil {
-				sumsMissing = append(sumsMissing, ix)
-			}
-		}
-		for _, name := range allBuckets {
-			if _, err := btx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		tx := &Tx{tx: btx}
-		if err := tx.openWorkflowIndex(); err != nil {
-			return err
-		}
-		for _, ix := range sumsMissing {
-			if err := ix.indexSums(tx); err != nil {
-				return err
-			}
-		}
-		if backfill {
-			return tx.indexReships()
-		}
-		return nil
-	})
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
-	}
-	return &DB{bolt: b, group: groupcommit.New(b, opts.MaxBatch)}, nil
-}
-
-// classifyOpen adds ErrUnwritable to an error that a person fixes by
-// choosing another directory, keeping the cause.
-func classifyOpen(err error) error {
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EROFS) {
-		return fmt.Errorf("%w: %w", ErrUnwritable, err)
-	}
-	return err
-}
-
-// Close waits for the writes already queued by Batch, then
-// releases the file.
+// Close waits for the writes already queued by Batch, then releases the
+// file or the connections.
 func (db *DB) Close() error {
-	db.group.Flush()
-	return db.bolt.Close()
+	return db.kv.close()
 }
 
-// Commits returns the id of the last committed write transaction. bbolt
-// raises it by one on every commit and never otherwise, so the difference
-// of two readings is the number of commits between them; with the default
-// options each commit is two fdatasyncs. `countersign bench` counts its
-// fsyncs this way.
+// Commits counts committed write transactions: the difference of two
+// readings is the number of commits between them. On bbolt it is the id
+// of the last committed write transaction, which bbolt raises by one on
+// every commit and never otherwise; with the default options each commit
+// is two fdatasyncs, and `countersign bench` counts its fsyncs this way.
+// On PostgreSQL it is the number of write transactions this DB committed
+// since it was opened (other processes' commits are not counted).
 func (db *DB) Commits() (uint64, error) {
-	var id int
-	err := db.bolt.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil })
-	return uint64(id), err
+	return db.kv.commits()
 }
 
 // Tx is one transaction. Its methods are valid only inside the function
-// given to Update or View.
+// given to Update, Batch or View.
 type Tx struct {
-	tx *bolt.Tx
+	kv kvTx
 }
 
 // Update runs fn in a write transaction: everything fn writes commits
 // together, durably, or not at all. Keep network calls out of fn: bbolt has
 // one writer at a time.
+//
+// fn may run more than once. On PostgreSQL a write transaction runs
+// SERIALIZABLE, and one that loses a conflict with a concurrent writer (in
+// this process or another) is rolled back and fn runs again from the
+// start. So fn must compute everything from tx, set every outcome it hands
+// back afresh at its top (never append to or add to what a previous run
+// left), and have no effect outside the transaction before Update returns
+// nil. Batch has the same rule.
 func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return db.kv.update(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
 
-// View runs fn in a read-only transaction over a consistent snapshot.
+// View runs fn in a read-only transaction over a consistent snapshot. It
+// runs fn once.
 func (db *DB) View(fn func(*Tx) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return db.kv.view(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
 
-func (t *Tx) bucket(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
+func (t *Tx) bucket(name []byte) kvBucket { return t.kv.bucket(name) }
 
 // getJSON decodes the value at key into v, copying out of the transaction.
 func (t *Tx) getJSON(bucket, key []byte, v any) error {
@@ -166,8 +84,26 @@ func (t *Tx) getJSON(bucket, key []byte, v any) error {
 	if raw == nil {
 		return ErrNotFound
 	}
+	return decodeJSON(bucket, key, raw, v)
+}
+
+// decodeJSON decodes raw, the value at key, into v.
+func decodeJSON(bucket, key, raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("decode %s/%q: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// prefixEnd is the first key after every key that starts with prefix
+// (nil when there is none), for a Range over a prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
 	}
 	return nil
 }

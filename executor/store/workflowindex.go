@@ -41,19 +41,10 @@ func (t *Tx) indexWorkflow(w Workflow) error {
 	return nil
 }
 
-// openWorkflowIndex creates the workflow indexes and, for a store written
-// before they existed, builds them from its workflows, numbered in the
-// order they were created (by id among those created at the same time).
-// It runs at Open; once the indexes exist it reads nothing.
-func (t *Tx) openWorkflowIndex() error {
-	if t.tx.Bucket(bWorkflowsBySeq) != nil && t.tx.Bucket(bWorkflowsByUser) != nil {
-		return nil
-	}
-	for _, name := range [][]byte{bWorkflowsBySeq, bWorkflowsByUser} {
-		if _, err := t.tx.CreateBucketIfNotExists(name); err != nil {
-			return err
-		}
-	}
+// indexWorkflows builds the workflow indexes of a store written before
+// they existed from its workflows, numbered in the order they were created
+// (by id among those created at the same time). Open runs it once.
+func (t *Tx) indexWorkflows() error {
 	all, err := t.Workflows(nil)
 	if err != nil {
 		return fmt.Errorf("build the workflow index: %w", err)

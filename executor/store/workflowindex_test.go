@@ -56,77 +56,83 @@ func pages(t *testing.T, db *store.DB, f store.WorkflowFilter, limit int) []stri
 // Every page size, with and without a user and a status, lists each
 // selected workflow once, in the order they were created (not id order).
 func TestWorkflowPagesCoverEachWorkflowOnce(t *testing.T) {
-	db := open(t)
-	var ws []store.Workflow
-	for i := range 9 {
-		w := store.Workflow{ID: fmt.Sprintf("W-%d", 9-i), User: []string{"rep-ana", "rep-ben", "rep-cy"}[i%3],
-			Status: store.WorkflowRunning, Created: t0.Add(time.Duration(i) * time.Minute)}
-		if i%2 == 0 {
-			w.Status = store.WorkflowDone
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		var ws []store.Workflow
+		for i := range 9 {
+			w := store.Workflow{ID: fmt.Sprintf("W-%d", 9-i), User: []string{"rep-ana", "rep-ben", "rep-cy"}[i%3],
+				Status: store.WorkflowRunning, Created: t0.Add(time.Duration(i) * time.Minute)}
+			if i%2 == 0 {
+				w.Status = store.WorkflowDone
+			}
+			ws = append(ws, w)
 		}
-		ws = append(ws, w)
-	}
-	createWorkflows(t, db, ws...)
-	for _, tc := range []struct {
-		name string
-		f    store.WorkflowFilter
-		want []string
-	}{
-		{"all of them", store.WorkflowFilter{}, []string{"W-9", "W-8", "W-7", "W-6", "W-5", "W-4", "W-3", "W-2", "W-1"}},
-		{"one user's", store.WorkflowFilter{User: "rep-ana"}, []string{"W-9", "W-6", "W-3"}},
-		{"done ones", store.WorkflowFilter{Status: store.WorkflowDone}, []string{"W-9", "W-7", "W-5", "W-3", "W-1"}},
-		{"one user's running ones", store.WorkflowFilter{User: "rep-ben", Status: store.WorkflowRunning}, []string{"W-8", "W-2"}},
-		{"a user with none", store.WorkflowFilter{User: "rep-dan"}, nil},
-		{"a status none is in", store.WorkflowFilter{Status: store.WorkflowPaused}, nil},
-	} {
-		for limit := 1; limit <= 10; limit++ {
-			t.Run(fmt.Sprintf("%s, %d a page", tc.name, limit), func(t *testing.T) {
-				if got := pages(t, db, tc.f, limit); !slices.Equal(got, tc.want) {
-					t.Errorf("listed %v, want %v", got, tc.want)
-				}
-			})
+		createWorkflows(t, db, ws...)
+		for _, tc := range []struct {
+			name string
+			f    store.WorkflowFilter
+			want []string
+		}{
+			{"all of them", store.WorkflowFilter{}, []string{"W-9", "W-8", "W-7", "W-6", "W-5", "W-4", "W-3", "W-2", "W-1"}},
+			{"one user's", store.WorkflowFilter{User: "rep-ana"}, []string{"W-9", "W-6", "W-3"}},
+			{"done ones", store.WorkflowFilter{Status: store.WorkflowDone}, []string{"W-9", "W-7", "W-5", "W-3", "W-1"}},
+			{"one user's running ones", store.WorkflowFilter{User: "rep-ben", Status: store.WorkflowRunning}, []string{"W-8", "W-2"}},
+			{"a user with none", store.WorkflowFilter{User: "rep-dan"}, nil},
+			{"a status none is in", store.WorkflowFilter{Status: store.WorkflowPaused}, nil},
+		} {
+			for limit := 1; limit <= 10; limit++ {
+				t.Run(fmt.Sprintf("%s, %d a page", tc.name, limit), func(t *testing.T) {
+					if got := pages(t, db, tc.f, limit); !slices.Equal(got, tc.want) {
+						t.Errorf("listed %v, want %v", got, tc.want)
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
 // Listing one user's workflows reads theirs and no one else's: the others
 // are made unreadable, and the listing still succeeds. A user whose id
 // begins with another's and a NUL is another user.
 func TestWorkflowPageOfAUserReadsOnlyTheirs(t *testing.T) {
-	db := open(t)
-	var ws []store.Workflow
-	for i := range 30 {
-		user := []string{"rep-ana", "rep-ben", "rep-ana\x00x"}[i%3]
-		ws = append(ws, store.Workflow{ID: fmt.Sprintf("W-%02d", i), User: user, Status: store.WorkflowRunning, Created: t0})
-	}
-	createWorkflows(t, db, ws...)
-	mustUpdate(t, db, func(tx *store.Tx) error {
-		for _, w := range ws {
-			if w.User != "rep-ana" {
-				if err := tx.OverwriteWorkflow(w.ID, []byte("unreadable")); err != nil {
-					return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		var ws []store.Workflow
+		for i := range 30 {
+			user := []string{"rep-ana", "rep-ben", "rep-ana\x00x"}[i%3]
+			ws = append(ws, store.Workflow{ID: fmt.Sprintf("W-%02d", i), User: user, Status: store.WorkflowRunning, Created: t0})
+		}
+		createWorkflows(t, db, ws...)
+		mustUpdate(t, db, func(tx *store.Tx) error {
+			for _, w := range ws {
+				if w.User != "rep-ana" {
+					if err := tx.OverwriteWorkflow(w.ID, []byte("unreadable")); err != nil {
+						return err
+					}
 				}
 			}
+			return nil
+		})
+		got := pages(t, db, store.WorkflowFilter{User: "rep-ana"}, 4)
+		want := []string{"W-00", "W-03", "W-06", "W-09", "W-12", "W-15", "W-18", "W-21", "W-24", "W-27"}
+		if !slices.Equal(got, want) {
+			t.Errorf("rep-ana's workflows %v, want %v", got, want)
 		}
-		return nil
+		err := db.View(func(tx *store.Tx) error { _, err := tx.WorkflowPage(store.WorkflowFilter{}, 100); return err })
+		if err == nil {
+			t.Error("listing everyone's workflows read past the unreadable ones: the test shows nothing")
+		}
 	})
-	got := pages(t, db, store.WorkflowFilter{User: "rep-ana"}, 4)
-	want := []string{"W-00", "W-03", "W-06", "W-09", "W-12", "W-15", "W-18", "W-21", "W-24", "W-27"}
-	if !slices.Equal(got, want) {
-		t.Errorf("rep-ana's workflows %v, want %v", got, want)
-	}
-	err := db.View(func(tx *store.Tx) error { _, err := tx.WorkflowPage(store.WorkflowFilter{}, 100); return err })
-	if err == nil {
-		t.Error("listing everyone's workflows read past the unreadable ones: the test shows nothing")
-	}
 }
 
 func TestWorkflowPageRefusesAnEmptyPage(t *testing.T) {
-	db := open(t)
-	err := db.View(func(tx *store.Tx) error { _, err := tx.WorkflowPage(store.WorkflowFilter{}, 0); return err })
-	if err == nil {
-		t.Error("a page of 0 workflows was answered")
-	}
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		err := db.View(func(tx *store.Tx) error { _, err := tx.WorkflowPage(store.WorkflowFilter{}, 0); return err })
+		if err == nil {
+			t.Error("a page of 0 workflows was answered")
+		}
+	})
 }
 
 // A store written before the workflow indexes existed gets them at Open,

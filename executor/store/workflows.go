@@ -35,7 +35,7 @@ func (t *Tx) Workflows(keep func(Workflow) bool) ([]Workflow, error) {
 	var out []Workflow
 	err := t.bucket(bWorkflows).ForEach(func(k, v []byte) error {
 		var w Workflow
-		if err := t.getJSON(bWorkflows, k, &w); err != nil {
+		if err := decodeJSON(bWorkflows, k, v, &w); err != nil {
 			return err
 		}
 		if keep == nil || keep(w) {

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/countersign/countersign/executor/groupcommit"
+)
+
+// Options tune Open. The zero value is what production uses.
+type Options struct {
+	// Timeout is how long Open waits for another process to release the
+	// file lock before failing with ErrLocked. Default 1s.
+	Timeout time.Duration
+	// NoSync skips fsync on commit. Only benchmarks comparing costs set it:
+	// without fsync a crash can lose acknowledged steps.
+	NoSync bool
+	// MaxBatch caps how many write functions one group commit (Batch)
+	// carries. Default groupcommit.DefaultMax.
+	MaxBatch int
+}
+
+// Open opens (creating if needed) the store at path, a bbolt file.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
+	}
+	// The freelist is rebuilt at open instead of written on every commit:
+	// otherwise each commit writes a freelist that grows with the file, and
+	// a decision would get slower as history grows.
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync,
+		NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, classifyOpen(err))
+	}
+	err = b.Update(func(btx *bolt.Tx) error {
+		// A store written before the reship index existed gets it built
+		// from its steps, once.
+		backfill := btx.Bucket(bOrderReships) == nil && btx.Bucket(bSteps) != nil
+		// Likewise the running sums of the spending indexes, from their
+		// entries.
+		// And the workflow indexes, from the workflows.
+		unindexed := btx.Bucket(bWorkflowsBySeq) == nil || btx.Bucket(bWorkflowsByUser) == nil
+		var sumsMissing []spentIndex
+		for _, ix := range []spentIndex{repSpent, agentSpent} {
+			if btx.Bucket(ix.sums) == nil && btx.Bucket(ix.entries) != nil {
+				sumsMissing = append(sumsMissing, ix)
+			}
+		}
+		for _, name := range allBuckets {
+			if _, err := btx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		tx := &Tx{kv: boltTx{btx}}
+		if unindexed {
+			if err := tx.indexWorkflows(); err != nil {
+				return err
+			}
+		}
+		for _, ix := range sumsMissing {
+			if err := ix.indexSums(tx); err != nil {
+				return err
+			}
+		}
+		if backfill {
+			return tx.indexReships()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
+	}
+	return &DB{kv: &boltStore{db: b, group: groupcommit.New(b, opts.MaxBatch)}}, nil
+}
+
+// classifyOpen adds ErrUnwritable to an error that a person fixes by
+// choosing another directory, keeping the cause.
+func classifyOpen(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("%w: %w", ErrUnwritable, err)
+	}
+	return err
+}
+
+// boltStore is the embedded backend: one bbolt file, one writer at a
+// time, Batch as a group commit (package groupcommit).
+type boltStore struct {
+	db    *bolt.DB
+	group *groupcommit.Group
+}
+
+var _ backend = (*boltStore)(nil)
+
+func (s *boltStore) update(fn func(kvTx) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (s *boltStore) view(fn func(kvTx) error) error {
+	return s.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (s *boltStore) batch(fn func(kvTx) error) error {
+	return s.group.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (s *boltStore) enqueue(fn func(kvTx) error) <-chan error {
+	return s.group.Enqueue(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (s *boltStore) flush() { s.group.Flush() }
+
+// commits is the id of the last committed write transaction: bbolt raises
+// it by one on every commit and never otherwise.
+func (s *boltStore) commits() (uint64, error) {
+	var id int
+	err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+	return uint64(id), err
+}
+
+func (s *boltStore) close() error {
+	s.group.Flush()
+	return s.db.Close()
+}
+
+// boltTx and boltBucket are bbolt's own types behind the interfaces; each
+// holds one pointer, so handing one out allocates nothing.
+type boltTx struct{ tx *bolt.Tx }
+
+func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(name)} }
+
+type boltBucket struct{ *bolt.Bucket }
+
+func (b boltBucket) Cursor() kvCursor { return b.Bucket.Cursor() }
+
+func (b boltBucket) Range(lo, hi []byte, fn func(k, v []byte) error) error {
+	c := b.Bucket.Cursor()
+	for k, v := c.Seek(lo); k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package store
+
+// The store's records live in named buckets of ordered keys, as bbolt
+// keeps them. Every accessor of Tx reaches its bucket through these small
+// interfaces, so one set of accessors runs on either backend: bbolt
+// (bolt.go) or PostgreSQL (postgres.go).
+
+// backend runs the transactions of a DB.
+type backend interface {
+	// update runs fn in a write transaction and commits it; fn may run
+	// more than once (see DB.Update).
+	update(fn func(kvTx) error) error
+	// view runs fn in a read-only snapshot.
+	view(fn func(kvTx) error) error
+	// batch is update, possibly sharing the commit with concurrent callers.
+	batch(fn func(kvTx) error) error
+	// enqueue is batch returning at once; the outcome arrives on the channel.
+	enqueue(fn func(kvTx) error) <-chan error
+	// flush waits for every write enqueued before it.
+	flush()
+	// commits counts committed write transactions (see DB.Commits).
+	commits() (uint64, error)
+	close() error
+}
+
+// kvTx is one transaction of a backend.
+type kvTx interface {
+	bucket(name []byte) kvBucket
+}
+
+// kvBucket is one bucket inside a transaction. Keys order bytewise. Get
+// returns nil for a missing key; a value it returns is valid only until
+// the transaction ends. A backend whose reads can fail (PostgreSQL) makes
+// the first failure the whole transaction's outcome, so a read that failed
+// can return nil here without the accessors checking for it: whatever they
+// decide from it is rolled back and the caller gets the failure.
+type kvBucket interface {
+	Get(key []byte) []byte
+	Put(key, value []byte) error
+	Delete(key []byte) error
+	Cursor() kvCursor
+	// ForEach calls fn for every key in order, stopping at fn's first error.
+	ForEach(fn func(k, v []byte) error) error
+	// Range calls fn for every key from lo (inclusive) to hi (exclusive;
+	// nil: to the end) in order, stopping at fn's first error. It is the
+	// walk to use when the end is known: PostgreSQL then reads those keys
+	// and no others, and its SERIALIZABLE check watches only them.
+	Range(lo, hi []byte, fn func(k, v []byte) error) error
+	// NextSequence returns the bucket's next sequence number, from 1.
+	NextSequence() (uint64, error)
+}
+
+// kvCursor walks a bucket in key order; each move returns the key and
+// value it lands on, or nil, nil past either end.
+type kvCursor interface {
+	First() (key, value []byte)
+	Last() (key, value []byte)
+	// Seek moves to the first key at or after seek.
+	Seek(seek []byte) (key, value []byte)
+	Next() (key, value []byte)
+	Prev() (key, value []byte)
+}

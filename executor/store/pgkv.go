@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgTx is one transaction on PostgreSQL. Every statement may fail (a lost
+// connection, a serialization failure, a write in a read-only
+// transaction); the first failure is kept in err, every later operation
+// does nothing, and the transaction ends with that error (pgStore.run).
+//
+// Writes are queued and sent with the next read, in one round trip, or by
+// flush before the commit: a decision's transaction reads and writes a
+// few dozen keys, and a round trip per write would be a third of its
+// time. A write's failure therefore surfaces at the next read or at the
+// commit, as the transaction's error.
+type pgTx struct {
+	ctx    context.Context
+	tx     pgx.Tx
+	err    error
+	writes []pgWrite
+}
+
+// pgWrite is a queued write: op names it in an error.
+type pgWrite struct {
+	op, sql string
+	args    []any
+}
+
+func (t *pgTx) bucket(name []byte) kvBucket { return pgBucket{t: t, name: string(name)} }
+
+// fail keeps the first error of the transaction and returns it.
+func (t *pgTx) fail(op string, err error) error {
+	if t.err == nil {
+		t.err = fmt.Errorf("store on PostgreSQL: %s: %w", op, err)
+	}
+	return t.err
+}
+
+// write queues a write.
+func (t *pgTx) write(op, sql string, args ...any) error {
+	if t.err != nil {
+		return t.err
+	}
+	t.writes = append(t.writes, pgWrite{op: op, sql: sql, args: args})
+	return nil
+}
+
+// read sends the queued writes, then q, and hands q's rows to scan; all
+// in one round trip.
+func (t *pgTx) read(op, q string, args []any, scan func(pgx.Rows) error) {
+	if t.err != nil {
+		return
+	}
+	if len(t.writes) == 0 {
+		rows, err := t.tx.Query(t.ctx, q, args...)
+		if err == nil {
+			err = scanAll(rows, scan)
+		}
+		if err != nil {
+			t.fail(op, err)
+		}
+		return
+	}
+	var b pgx.Batch
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	b.Queue(q, args...)
+	writes := t.writes
+	t.writes = nil
+	br := t.tx.SendBatch(t.ctx, &b)
+	defer func() {
+		if err := br.Close(); err != nil {
+			t.fail(op, err)
+		}
+	}()
+	for _, w := range writes {
+		if _, err := br.Exec(); err != nil {
+			t.fail(w.op, err)
+			return
+		}
+	}
+	rows, err := br.Query()
+	if err == nil {
+		err = scanAll(rows, scan)
+	}
+	if err != nil {
+		t.fail(op, err)
+	}
+}
+
+// scanAll hands every row to scan and closes rows.
+func scanAll(rows pgx.Rows, scan func(pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// flush sends the queued writes and returns the transaction's error.
+func (t *pgTx) flush() error {
+	if t.err != nil || len(t.writes) == 0 {
+		return t.err
+	}
+	var b pgx.Batch
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	writes := t.writes
+	t.writes = nil
+	br := t.tx.SendBatch(t.ctx, &b)
+	for _, w := range writes {
+		if _, err := br.Exec(); err != nil {
+			t.fail(w.op, err)
+			break
+		}
+	}
+	if err := br.Close(); err != nil {
+		t.fail("write", err)
+	}
+	return t.err
+}
+
+// query reads all the key-value rows q returns; nil after a failure,
+// which it keeps.
+func (t *pgTx) query(op, q string, args ...any) []kvPair {
+	var page []kvPair
+	t.read(op, q, args, func(rows pgx.Rows) error {
+		var p kvPair
+		if err := rows.Scan(&p.k, &p.v); err != nil {
+			return err
+		}
+		page = append(page, p)
+		return nil
+	})
+	if t.err != nil {
+		return nil
+	}
+	return page
+}
+
+// pgBucket is one bucket: the rows of kv with that bucket name.
+type pgBucket struct {
+	t    *pgTx
+	name string
+}
+
+func (b pgBucket) Get(key []byte) []byte {
+	var v []byte
+	found := false
+	b.t.read("get "+b.name, `SELECT value FROM kv WHERE bucket = $1 AND key = $2`, []any{b.name, key}, func(rows pgx.Rows) error {
+		found = true
+		return rows.Scan(&v)
+	})
+	if !found || b.t.err != nil {
+		return nil
+	}
+	if v == nil {
+		v = []byte{} // present but empty, as bbolt tells it from absent
+	}
+	return v
+}
+
+func (b pgBucket) Put(key, value []byte) error {
+	if value == nil {
+		value = []byte{} // a nil []byte would be NULL
+	}
+	return b.t.write("put "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)
+		ON CONFLICT (bucket, key) DO UPDATE SET value = excluded.value`, b.name, key, value)
+}
+
+func (b pgBucket) Delete(key []byte) error {
+	return b.t.write("delete "+b.name, `DELETE FROM kv WHERE bucket = $1 AND key = $2`, b.name, key)
+}
+
+func (b pgBucket) NextSequence() (uint64, error) {
+	var n int64
+	b.t.read("next sequence of "+b.name, `INSERT INTO kv_sequences (bucket, value) VALUES ($1, 1)
+		ON CONFLICT (bucket) DO UPDATE SET value = kv_sequences.value + 1 RETURNING value`, []any{b.name},
+		func(rows pgx.Rows) error { return rows.Scan(&n) })
+	if b.t.err != nil {
+		return 0, b.t.err
+	}
+	return uint64(n), nil
+}
+
+func (b pgBucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return b.t.err
+}
+
+func (b pgBucket) Cursor() kvCursor { return &pgCursor{b: b} }
+
+// Range reads pages of maxPage keys, each whole before fn sees any of it:
+// fn may query the transaction, which a connection cannot do while rows
+// are still open on it.
+func (b pgBucket) Range(lo, hi []byte, fn func(k, v []byte) error) error {
+	if lo == nil {
+		lo = []byte{}
+	}
+	q := `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 AND key < $4 ORDER BY key LIMIT $2`
+	args := []any{b.name, maxPage, lo, hi}
+	if hi == nil {
+		q, args = `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 ORDER BY key LIMIT $2`, args[:3]
+	}
+	for {
+		page := b.t.query("read "+b.name, q, args...)
+		for _, p := range page {
+			if err := fn(p.k, p.v); err != nil {
+				return err
+			}
+		}
+		if len(page) < maxPage {
+			return b.t.err
+		}
+		// The rest: after the last key read.
+		q = strings.Replace(q, "key >= $3", "key > $3", 1)
+		args[2] = page[len(page)-1].k
+	}
+}
+
+// Pages of a cursor: the first read after a jump is small (a seek often
+// wants one key or a few), and each further page in the same direction
+// doubles, so a long walk costs few round trips.
+const (
+	firstPage = 4
+	maxPage   = 256
+)
+
+type kvPair struct{ k, v []byte }
+
+// pgCursor pages through a bucket's keys in order. It holds the page it
+// last read, in the direction it read it, and where it stands in it.
+type pgCursor struct {
+	b       pgBucket
+	page    []kvPair
+	i       int  // position in page; len(page) when past its end
+	desc    bool // page is in descending key order
+	more    bool // the bucket may hold keys beyond page in its direction
+	nextLen int
+}
+
+func (c *pgCursor) First() ([]byte, []byte) { return c.jump(false, nil, true) }
+func (c *pgCursor) Last() ([]byte, []byte)  { return c.jump(true, nil, true) }
+
+func (c *pgCursor) Seek(seek []byte) ([]byte, []byte) {
+	if seek == nil {
+		seek = []byte{}
+	}
+	return c.jump(false, seek, true)
+}
+
+func (c *pgCursor) Next() ([]byte, []byte) { return c.step(false) }
+func (c *pgCursor) Prev() ([]byte, []byte) { return c.step(true) }
+
+// jump reads a first page from bound (nil: from the end of that
+// direction), inclusive or not.
+func (c *pgCursor) jump(desc bool, bound []byte, inclusive bool) ([]byte, []byte) {
+	c.nextLen = firstPage
+	c.read(desc, bound, inclusive)
+	return c.current()
+}
+
+// step moves one key in a direction: within the page when it can, else
+// by reading the next page beyond the current key.
+func (c *pgCursor) step(desc bool) ([]byte, []byte) {
+	if c.i >= len(c.page) {
+		return nil, nil // past an end, or never placed
+	}
+	if desc == c.desc {
+		c.i++
+		if c.i < len(c.page) || !c.more {
+			return c.current()
+		}
+		c.read(desc, c.page[len(c.page)-1].k, false)
+		return c.current()
+	}
+	// Turning back: the key on the other side of the current one.
+	c.nextLen = firstPage
+	c.read(desc, c.page[c.i].k, false)
+	return c.current()
+}
+
+func (c *pgCursor) current() ([]byte, []byte) {
+	if c.i >= len(c.page) {
+		return nil, nil
+	}
+	return c.page[c.i].k, c.page[c.i].v
+}
+
+// Queries of read, by direction and bound.
+var cursorQueries = map[[3]bool]string{ // desc, bounded, inclusive
+	{false, false, false}: `SELECT key, value FROM kv WHERE bucket = $1 ORDER BY key LIMIT $2`,
+	{true, false, false}:  `SELECT key, value FROM kv WHERE bucket = $1 ORDER BY key DESC LIMIT $2`,
+	{false, true, true}:   `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 ORDER BY key LIMIT $2`,
+	{false, true, false}:  `SELECT key, value FROM kv WHERE bucket = $1 AND key > $3 ORDER BY key LIMIT $2`,
+	{true, true, false}:   `SELECT key, value FROM kv WHERE bucket = $1 AND key < $3 ORDER BY key DESC LIMIT $2`,
+}
+
+// read replaces the page with up to nextLen keys from bound in a
+// direction, and doubles nextLen for the page after it.
+func (c *pgCursor) read(desc bool, bound []byte, inclusive bool) {
+	c.page, c.i, c.desc, c.more = nil, 0, desc, false
+	t := c.b.t
+	if t.err != nil {
+		return
+	}
+	q := cursorQueries[[3]bool{desc, bound != nil, bound != nil && inclusive}]
+	args := []any{c.b.name, c.nextLen}
+	if bound != nil {
+		args = append(args, bound)
+	}
+	c.page = t.query("read "+c.b.name, q, args...)
+	c.more = len(c.page) == c.nextLen
+	c.nextLen = min(2*c.nextLen, maxPage)
+}

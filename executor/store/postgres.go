@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgresOptions tune OpenPostgres. The zero value is what production
+// uses. The pool itself is tuned by the URL (pool_max_conns, ...), as
+// pgxpool reads it.
+type PostgresOptions struct {
+	// MaxAttempts is how many times a write transaction runs before a
+	// serialization conflict or a deadlock is returned (ErrConflict).
+	// Default 50: under heavy contention on one total every writer but
+	// one loses each round, and a loser waits a random, growing pause.
+	MaxAttempts int
+	// TxTimeout bounds one attempt of a write transaction, its
+	// statements and its commit, so that a write never holds its locks
+	// for long. Default 30s. A read is not bounded: it holds no lock, and
+	// a whole-log read (audit verification, reconciliation) may take
+	// longer.
+	TxTimeout time.Duration
+}
+
+// OpenPostgres opens the store in the PostgreSQL database at url (a
+// postgres:// URL or a key=value connection string), creating or
+// migrating its schema first (migrations.go).
+func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*DB, error) {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 50
+	}
+	if opts.TxTimeout <= 0 {
+		opts.TxTimeout = 30 * time.Second
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's message hides the password.
+		return nil, fmt.Errorf("open store on PostgreSQL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store on PostgreSQL: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store on PostgreSQL %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+	}
+	return &DB{kv: &pgStore{pool: pool, opts: opts, pending: map[chan struct{}]bool{}}}, nil
+}
+
+// pgStore is the PostgreSQL backend: every transaction is one PostgreSQL
+// transaction on a pooled connection.
+type pgStore struct {
+	pool *pgxpool.Pool
+	opts PostgresOptions
+
+	committed atomic.Uint64
+	// retried counts attempts run again after a conflict (export_test.go).
+	retried atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[chan struct{}]bool // closed when an enqueued write has its outcome
+	closed  bool
+}
+
+var _ backend = (*pgStore)(nil)
+
+var (
+	writeTx = pgx.TxOptions{IsoLevel: pgx.Serializable}
+	readTx  = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+)
+
+// update runs fn SERIALIZABLE, again from the start after a
+// serialization failure or a deadlock, until it commits, fails otherwise,
+// or MaxAttempts is reached. SERIALIZABLE makes PostgreSQL detect the
+// read-then-write races between writers (two decisions each reading the
+// headroom the other then spends) without the accessors naming the rows to
+// lock.
+func (s *pgStore) update(fn func(kvTx) error) error {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.TxTimeout)
+		err := s.run(ctx, writeTx, fn)
+		cancel()
+		if err == nil {
+			s.committed.Add(1)
+			return nil
+		}
+		if !conflict(err) {
+			return err
+		}
+		if attempt == s.opts.MaxAttempts {
+			return fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflict, attempt, err)
+		}
+		s.retried.Add(1)
+		time.Sleep(backoff(attempt))
+	}
+}
+
+// backoff is a random pause in [d/2, d), d doubling from 1ms to 64ms, so
+// that the writers that lost one round do not all meet again in the next.
+func backoff(attempt int) time.Duration {
+	d := time.Millisecond << min(attempt-1, 6)
+	return d/2 + rand.N(d/2)
+}
+
+// conflict reports whether err is PostgreSQL refusing a transaction that
+// would run again fine: a serialization failure or a deadlock.
+func conflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// view runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
+// for all its reads, which never fails to serialize.
+func (s *pgStore) view(fn func(kvTx) error) error {
+	return s.run(context.Background(), readTx, fn)
+}
+
+// run is one attempt: begin, fn, commit. The first failed statement is
+// the outcome whatever fn returned, as fn may have decided on a nil the
+// failed read returned.
+func (s *pgStore) run(ctx context.Context, opts pgx.TxOptions, fn func(kvTx) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	t := &pgTx{ctx: ctx, tx: tx}
+	ferr := fn(t)
+	if ferr == nil {
+		t.flush() // the queued writes; a read-only transaction refuses them here
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if ferr != nil {
+		return ferr
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// batch is update: PostgreSQL shares WAL flushes between concurrent
+// commits itself, so one transaction per function costs no extra flush
+// under load, and keeps a conflict to the one function that met it. As
+// on bbolt's group commit, a panic in fn is its error.
+func (s *pgStore) batch(fn func(kvTx) error) error { return s.update(safely(fn)) }
+
+// safely turns a panic in fn into its error: an enqueued fn runs on a
+// goroutine of its own, where a panic would end the process.
+func safely(fn func(kvTx) error) func(kvTx) error {
+	return func(t kvTx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("store: panic in a write function: %v", r)
+			}
+		}()
+		return fn(t)
+	}
+}
+
+func (s *pgStore) enqueue(fn func(kvTx) error) <-chan error {
+	out := make(chan error, 1)
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.pending[done] = true
+	s.mu.Unlock()
+	go func() {
+		out <- s.batch(fn)
+		s.mu.Lock()
+		delete(s.pending, done)
+		s.mu.Unlock()
+		close(done)
+	}()
+	return out
+}
+
+func (s *pgStore) flush() {
+	s.mu.Lock()
+	waits := slices.Collect(maps.Keys(s.pending))
+	s.mu.Unlock()
+	for _, done := range waits {
+		<-done
+	}
+}
+
+func (s *pgStore) commits() (uint64, error) { return s.committed.Load(), nil }
+
+func (s *pgStore) close() error {
+	s.flush()
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !closed {
+		s.pool.Close()
+	}
+	return nil
+}
