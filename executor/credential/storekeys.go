@@ -135,4 +135,4 @@ func (s storeKeys) unseal(epoch int, sealed []byte) (jwk.Key, error) {
 	return jwkFor(epoch, ed25519.NewKeyFromSeed(seed))
 }
 
-var errNoKEK = errors.New("option KeyEncryptionKey is required with Store: the signing keys are sealed with it before they reach the database; " + keyFileAdvice)
+var errNoKEK = errors.New("option KeyEncryptionKey is required with Store (serve --key-file FILE): the signing keys are sealed with it before they reach the database; " + keyFileAdvice)
