@@ -403,3 +403,32 @@ func TestParseKeyEncryptionKey(t *testing.T) {
 		})
 	}
 }
+
+// When the store cannot be read, a sidecar on it neither mints nor
+// publishes: the key it holds may have been revoked meanwhile.
+func TestFleetFailsClosedWhenTheStoreCannotBeRead(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := openShared(t, db, newKEK(t))
+	srv := httptest.NewServer(a.JWKSHandler())
+	defer srv.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Mint(context.Background(), refundClaims()); !errors.Is(err, credential.ErrKeyStore) {
+		t.Errorf("Mint on a closed store: %v, want ErrKeyStore", err)
+	}
+	if _, err := a.JWKSJSON(); !errors.Is(err, credential.ErrKeyStore) {
+		t.Errorf("JWKSJSON on a closed store: %v, want ErrKeyStore", err)
+	}
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("JWKS on a closed store: %d, want 503", resp.StatusCode)
+	}
+}

@@ -43,7 +43,7 @@ func (s storeKeys) load() (int, jwk.Key, error) {
 			return err
 		}
 		if cur > 0 {
-			sealed, err := tx.SealedCredentialKey(cur)
+			sealed, err := sealedKey(tx, cur)
 			out = found{epoch: int(cur), sealed: sealed}
 			return err
 		}
@@ -109,7 +109,7 @@ func (s storeKeys) latest(have int) (int, jwk.Key, error) {
 		if epoch == have {
 			return nil
 		}
-		sealed, err = tx.SealedCredentialKey(cur)
+		sealed, err = sealedKey(tx, cur)
 		return err
 	})
 	switch {
@@ -122,6 +122,17 @@ func (s storeKeys) latest(have int) (int, jwk.Key, error) {
 	}
 	key, err := s.unseal(epoch, sealed)
 	return epoch, key, err
+}
+
+// sealedKey reads the sealed key of the current epoch. A current epoch
+// without its key is a damaged keyring, not a missing record: the error
+// does not match store.ErrNotFound.
+func sealedKey(tx *store.Tx, epoch uint64) ([]byte, error) {
+	sealed, err := tx.SealedCredentialKey(epoch)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: the store's current epoch %d has no key (was the keyring edited by hand?): restore the database from a backup", ErrKeyStore, epoch)
+	}
+	return sealed, err
 }
 
 func (s storeKeys) unseal(epoch int, sealed []byte) (jwk.Key, error) {
