@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
@@ -33,6 +34,8 @@ type serveFlags struct {
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
+	// keyFile holds the fleet's key-encryption key.
+	keyFile string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -87,6 +90,8 @@ system and its workflows as they were.`,
 	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
 		"PEM public key every bundle must be signed with, in OPA's format (.signatures.json): the one at start, the one restored and every upload (without --dev)")
 	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
+	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
+		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
 }
 
@@ -98,6 +103,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if f.dev && f.verificationKey != "" {
 		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
+	}
+	if f.dev && f.keyFile != "" {
+		return errors.New("--key-file is for a fleet of sidecars on a shared store: --dev keeps its signing keys under --data")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -229,11 +237,27 @@ func (f serveFlags) production() (stack.Options, error) {
 	if err != nil {
 		problems = append(problems, err)
 	}
+	kek, err := f.keyEncryptionKey()
+	if err != nil {
+		problems = append(problems, err)
+	}
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
 	return stack.Options{DataDir: f.data, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
-		BundleVerifier: verifier}, nil
+		BundleVerifier: verifier, KeyEncryptionKey: kek}, nil
+}
+
+// keyEncryptionKey reads --key-file, or nil when it is not given.
+func (f serveFlags) keyEncryptionKey() (*credential.KeyEncryptionKey, error) {
+	if f.keyFile == "" {
+		return nil, nil
+	}
+	kek, err := credential.ReadKeyFile(f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--key-file: %w", err)
+	}
+	return kek, nil
 }
 
 // bundleVerifier reads --bundle-verification-key, or nil when it is not
