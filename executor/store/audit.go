@@ -60,7 +60,7 @@ func (t *Tx) EachAudit(fn func(id, value []byte) error) error {
 // or at the first record when id is empty. Pagination reads one page with a
 // single cursor seek instead of walking the log from its start.
 func (t *Tx) EachAuditAfter(after []byte, fn func(id, value []byte) error) error {
-	return t.bucket(bAudit).Range(after, nil, func(k, v []byte) error {
+	return walk(t.bucket(bAudit), after, nil, func(k, v []byte) error {
 		if bytes.Equal(k, after) {
 			return nil
 		}

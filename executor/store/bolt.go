@@ -147,14 +147,29 @@ func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(nam
 
 type boltBucket struct{ *bolt.Bucket }
 
-func (b boltBucket) Cursor() kvCursor { return b.Bucket.Cursor() }
+func (b boltBucket) Cursor() kvCursor { return &boltCursor{Cursor: b.Bucket.Cursor()} }
 
-func (b boltBucket) Range(lo, hi []byte, fn func(k, v []byte) error) error {
-	c := b.Bucket.Cursor()
-	for k, v := c.Seek(lo); k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
-		if err := fn(k, v); err != nil {
-			return err
-		}
+// boltCursor is bbolt's cursor with the end SeekRange sets.
+type boltCursor struct {
+	*bolt.Cursor
+	hi []byte
+}
+
+func (c *boltCursor) First() ([]byte, []byte) { c.hi = nil; return c.Cursor.First() }
+func (c *boltCursor) Last() ([]byte, []byte)  { c.hi = nil; return c.Cursor.Last() }
+
+func (c *boltCursor) Seek(seek []byte) ([]byte, []byte) { c.hi = nil; return c.Cursor.Seek(seek) }
+
+func (c *boltCursor) SeekRange(lo, hi []byte) ([]byte, []byte) {
+	c.hi = hi
+	return c.bounded(c.Cursor.Seek(lo))
+}
+
+func (c *boltCursor) Next() ([]byte, []byte) { return c.bounded(c.Cursor.Next()) }
+
+func (c *boltCursor) bounded(k, v []byte) ([]byte, []byte) {
+	if k != nil && c.hi != nil && bytes.Compare(k, c.hi) >= 0 {
+		return nil, nil
 	}
-	return nil
+	return k, v
 }

@@ -92,7 +92,7 @@ func (t *Tx) EachDecision(f DecisionFilter, fn func(Decision) error) error {
 		return nil
 	}
 	prefix := append([]byte(f.Workflow), 0)
-	err = t.bucket(bDecisionsWF).Range(slices.Concat(prefix, u64(start)), prefixEnd(prefix), func(k, _ []byte) error {
+	err = walk(t.bucket(bDecisionsWF), slices.Concat(prefix, u64(start)), prefixEnd(prefix), func(k, _ []byte) error {
 		if len(k) != len(prefix)+8 {
 			return nil // a longer workflow id that shares the prefix cannot: ids hold no NUL
 		}

@@ -41,11 +41,6 @@ type kvBucket interface {
 	Cursor() kvCursor
 	// ForEach calls fn for every key in order, stopping at fn's first error.
 	ForEach(fn func(k, v []byte) error) error
-	// Range calls fn for every key from lo (inclusive) to hi (exclusive;
-	// nil: to the end) in order, stopping at fn's first error. It is the
-	// walk to use when the end is known: PostgreSQL then reads those keys
-	// and no others, and its SERIALIZABLE check watches only them.
-	Range(lo, hi []byte, fn func(k, v []byte) error) error
 	// NextSequence returns the bucket's next sequence number, from 1.
 	NextSequence() (uint64, error)
 }
@@ -57,6 +52,25 @@ type kvCursor interface {
 	Last() (key, value []byte)
 	// Seek moves to the first key at or after seek.
 	Seek(seek []byte) (key, value []byte)
+	// SeekRange is Seek(lo) for a walk that ends before hi: the Next
+	// moves after it return nil, nil at the first key at or after hi (nil:
+	// no end), until the next First, Last or Seek. It is the move to use
+	// when the end is known: PostgreSQL then reads those keys and no
+	// others, in as few round trips as it can, and its SERIALIZABLE check
+	// watches only them.
+	SeekRange(lo, hi []byte) (key, value []byte)
 	Next() (key, value []byte)
 	Prev() (key, value []byte)
+}
+
+// walk calls fn for every key of b from lo (inclusive) to hi (exclusive;
+// nil: to the end) in order, stopping at fn's first error.
+func walk(b kvBucket, lo, hi []byte, fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.SeekRange(lo, hi); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

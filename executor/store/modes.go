@@ -74,7 +74,7 @@ func (t *Tx) PutBreaker(b Breaker) error {
 func (t *Tx) Breakers(tool string) ([]Breaker, error) {
 	prefix := append([]byte(tool), 0)
 	var out []Breaker
-	err := t.bucket(bBreakers).Range(prefix, prefixEnd(prefix), func(k, v []byte) error {
+	err := walk(t.bucket(bBreakers), prefix, prefixEnd(prefix), func(k, v []byte) error {
 		var b Breaker
 		if err := decodeJSON(bBreakers, k, v, &b); err != nil {
 			return err

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -192,49 +191,21 @@ func (b pgBucket) NextSequence() (uint64, error) {
 	return uint64(n), nil
 }
 
+// ForEach walks the bucket a page of maxPage keys at a time.
 func (b pgBucket) ForEach(fn func(k, v []byte) error) error {
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := fn(k, v); err != nil {
-			return err
-		}
+	if err := walk(b, []byte{}, nil, fn); err != nil {
+		return err
 	}
 	return b.t.err
 }
 
 func (b pgBucket) Cursor() kvCursor { return &pgCursor{b: b} }
 
-// Range reads pages of maxPage keys, each whole before fn sees any of it:
-// fn may query the transaction, which a connection cannot do while rows
-// are still open on it.
-func (b pgBucket) Range(lo, hi []byte, fn func(k, v []byte) error) error {
-	if lo == nil {
-		lo = []byte{}
-	}
-	q := `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 AND key < $4 ORDER BY key LIMIT $2`
-	args := []any{b.name, maxPage, lo, hi}
-	if hi == nil {
-		q, args = `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 ORDER BY key LIMIT $2`, args[:3]
-	}
-	for {
-		page := b.t.query("read "+b.name, q, args...)
-		for _, p := range page {
-			if err := fn(p.k, p.v); err != nil {
-				return err
-			}
-		}
-		if len(page) < maxPage {
-			return b.t.err
-		}
-		// The rest: after the last key read.
-		q = strings.Replace(q, "key >= $3", "key > $3", 1)
-		args[2] = page[len(page)-1].k
-	}
-}
-
 // Pages of a cursor: the first read after a jump is small (a seek often
 // wants one key or a few), and each further page in the same direction
-// doubles, so a long walk costs few round trips.
+// doubles, so a long walk costs few round trips. A walk begun by
+// SeekRange reads maxPage keys at a time from the start: its caller means
+// to walk, and the end bounds what it reads.
 const (
 	firstPage = 4
 	maxPage   = 256
@@ -243,34 +214,47 @@ const (
 type kvPair struct{ k, v []byte }
 
 // pgCursor pages through a bucket's keys in order. It holds the page it
-// last read, in the direction it read it, and where it stands in it.
+// last read, in the direction it read it, and where it stands in it. Each
+// page is read whole before the cursor returns a key of it, so the caller
+// may query the transaction between two moves (a connection cannot while
+// rows are still open on it).
 type pgCursor struct {
 	b       pgBucket
 	page    []kvPair
-	i       int  // position in page; len(page) when past its end
-	desc    bool // page is in descending key order
-	more    bool // the bucket may hold keys beyond page in its direction
+	i       int    // position in page; len(page) when past its end
+	desc    bool   // page is in descending key order
+	more    bool   // the bucket may hold keys beyond page in its direction
+	hi      []byte // where Next stops, after SeekRange
 	nextLen int
 }
 
-func (c *pgCursor) First() ([]byte, []byte) { return c.jump(false, nil, true) }
-func (c *pgCursor) Last() ([]byte, []byte)  { return c.jump(true, nil, true) }
+func (c *pgCursor) First() ([]byte, []byte) { return c.jump(false, nil, nil, firstPage) }
+func (c *pgCursor) Last() ([]byte, []byte)  { return c.jump(true, nil, nil, firstPage) }
 
 func (c *pgCursor) Seek(seek []byte) ([]byte, []byte) {
-	if seek == nil {
-		seek = []byte{}
-	}
-	return c.jump(false, seek, true)
+	return c.jump(false, nonNil(seek), nil, firstPage)
+}
+
+func (c *pgCursor) SeekRange(lo, hi []byte) ([]byte, []byte) {
+	return c.jump(false, nonNil(lo), hi, maxPage)
 }
 
 func (c *pgCursor) Next() ([]byte, []byte) { return c.step(false) }
 func (c *pgCursor) Prev() ([]byte, []byte) { return c.step(true) }
 
-// jump reads a first page from bound (nil: from the end of that
-// direction), inclusive or not.
-func (c *pgCursor) jump(desc bool, bound []byte, inclusive bool) ([]byte, []byte) {
-	c.nextLen = firstPage
-	c.read(desc, bound, inclusive)
+// nonNil is b, or an empty key for nil: a bound from the first key.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// jump reads a first page of n keys from bound inclusive (nil: from the
+// end of that direction), up to hi.
+func (c *pgCursor) jump(desc bool, bound, hi []byte, n int) ([]byte, []byte) {
+	c.hi, c.nextLen = hi, n
+	c.read(desc, bound, true)
 	return c.current()
 }
 
@@ -301,29 +285,34 @@ func (c *pgCursor) current() ([]byte, []byte) {
 	return c.page[c.i].k, c.page[c.i].v
 }
 
-// Queries of read, by direction and bound.
-var cursorQueries = map[[3]bool]string{ // desc, bounded, inclusive
-	{false, false, false}: `SELECT key, value FROM kv WHERE bucket = $1 ORDER BY key LIMIT $2`,
-	{true, false, false}:  `SELECT key, value FROM kv WHERE bucket = $1 ORDER BY key DESC LIMIT $2`,
-	{false, true, true}:   `SELECT key, value FROM kv WHERE bucket = $1 AND key >= $3 ORDER BY key LIMIT $2`,
-	{false, true, false}:  `SELECT key, value FROM kv WHERE bucket = $1 AND key > $3 ORDER BY key LIMIT $2`,
-	{true, true, false}:   `SELECT key, value FROM kv WHERE bucket = $1 AND key < $3 ORDER BY key DESC LIMIT $2`,
-}
-
-// read replaces the page with up to nextLen keys from bound in a
-// direction, and doubles nextLen for the page after it.
+// read replaces the page with up to nextLen keys from bound (nil: from
+// the end), inclusive or not, in a direction, ascending ones before hi;
+// it doubles nextLen for the page after it.
 func (c *pgCursor) read(desc bool, bound []byte, inclusive bool) {
 	c.page, c.i, c.desc, c.more = nil, 0, desc, false
-	t := c.b.t
-	if t.err != nil {
-		return
-	}
-	q := cursorQueries[[3]bool{desc, bound != nil, bound != nil && inclusive}]
+	q := `SELECT key, value FROM kv WHERE bucket = $1`
 	args := []any{c.b.name, c.nextLen}
 	if bound != nil {
 		args = append(args, bound)
+		switch {
+		case desc:
+			q += ` AND key < $3` // a descending page is never read from an inclusive bound
+		case inclusive:
+			q += ` AND key >= $3`
+		default:
+			q += ` AND key > $3`
+		}
 	}
-	c.page = t.query("read "+c.b.name, q, args...)
+	if c.hi != nil && !desc {
+		args = append(args, c.hi)
+		q += fmt.Sprintf(` AND key < $%d`, len(args))
+	}
+	if desc {
+		q += ` ORDER BY key DESC LIMIT $2`
+	} else {
+		q += ` ORDER BY key LIMIT $2`
+	}
+	c.page = c.b.t.query("read "+c.b.name, q, args...)
 	c.more = len(c.page) == c.nextLen
 	c.nextLen = min(2*c.nextLen, maxPage)
 }

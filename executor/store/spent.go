@@ -52,8 +52,12 @@ func timeKey(prefix string, at time.Time, s Step) []byte {
 // sumKey is the key of the running sum of width spentWidths[level] for the
 // bucket starting at start (Unix nanoseconds).
 func sumKey(prefix string, level int, start int64) []byte {
-	k := append([]byte(prefix), 0, byte(level))
-	return binary.BigEndian.AppendUint64(k, uint64(start))
+	return appendSumKey(nil, prefix, level, start)
+}
+
+func appendSumKey(dst []byte, prefix string, level int, start int64) []byte {
+	dst = append(append(dst, prefix...), 0, byte(level))
+	return binary.BigEndian.AppendUint64(dst, uint64(start))
 }
 
 // floorTo is the start of the bucket of width w that holds at.
@@ -132,32 +136,49 @@ func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents) 
 // the window before its first whole second.
 func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 	at := since.UnixNano()
-	p := append([]byte(prefix), 0)
-	sums := t.bucket(ix.sums)
+	// The walk's eight keys are cut from one buffer: passed through the
+	// cursor's interface, each would otherwise be an allocation of its own.
+	keys := keyBuffer{b: make([]byte, 0, 8*(len(prefix)+10))}
+	c := t.bucket(ix.sums).Cursor()
 	var total money.Cents
-	end := append(append([]byte(nil), p...), 1) // past every key of width 0
+	end := keys.add(append(append(keys.b, prefix...), 0, 1)) // past every key of width 0
 	var bound int64
 	for level, w := range spentWidths {
 		start := ceilTo(at, w)
 		if level > 0 {
-			end = sumKey(prefix, level, bound)
+			end = keys.add(appendSumKey(keys.b, prefix, level, bound))
 		}
-		total += sumRange(sums, sumKey(prefix, level, start), end)
+		total += sumRange(c, keys.add(appendSumKey(keys.b, prefix, level, start)), end)
 		bound = start
 	}
-	lo := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(at))
-	hi := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(bound))
-	return total + sumRange(t.bucket(ix.entries), lo, hi)
+	lo := keys.add(appendTimeBound(keys.b, prefix, at))
+	hi := keys.add(appendTimeBound(keys.b, prefix, bound))
+	return total + sumRange(t.bucket(ix.entries).Cursor(), lo, hi)
+}
+
+// keyBuffer holds keys one after another in one array.
+type keyBuffer struct{ b []byte }
+
+// add takes the key that extended appended to the buffer.
+func (kb *keyBuffer) add(extended []byte) []byte {
+	k := extended[len(kb.b):len(extended):len(extended)]
+	kb.b = extended
+	return k
+}
+
+// appendTimeBound appends the first possible entry key of prefix at at
+// (Unix nanoseconds).
+func appendTimeBound(dst []byte, prefix string, at int64) []byte {
+	return binary.BigEndian.AppendUint64(append(append(dst, prefix...), 0), uint64(at))
 }
 
 // sumRange adds up the values of the keys from lo (inclusive) to hi
 // (exclusive).
-func sumRange(b kvBucket, lo, hi []byte) money.Cents {
+func sumRange(c kvCursor, lo, hi []byte) money.Cents {
 	var total money.Cents
-	_ = b.Range(lo, hi, func(_, v []byte) error {
+	for k, v := c.SeekRange(lo, hi); k != nil; k, v = c.Next() {
 		total += money.Cents(binary.BigEndian.Uint64(v))
-		return nil
-	}) // only a read can fail, and its failure is the transaction's
+	}
 	return total
 }
 

@@ -35,7 +35,7 @@ func (t *Tx) Step(wf string, n int) (Step, error) {
 func (t *Tx) Steps(wf string) ([]Step, error) {
 	prefix := append([]byte(wf), 0)
 	var out []Step
-	err := t.bucket(bSteps).Range(prefix, prefixEnd(prefix), func(k, v []byte) error {
+	err := walk(t.bucket(bSteps), prefix, prefixEnd(prefix), func(k, v []byte) error {
 		var s Step
 		if err := decodeJSON(bSteps, k, v, &s); err != nil {
 			return err
