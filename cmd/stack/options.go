@@ -30,8 +30,13 @@ const (
 // Options configure a production sidecar. DataDir, Agent, LedgerURL,
 // OrdersURL and Issuers are required; everything else has a default.
 type Options struct {
-	// DataDir holds the store (StoreFile), the signing keys and PIDFile.
+	// DataDir holds the store (StoreFile) unless StoreURL is set, the
+	// signing keys and PIDFile.
 	DataDir string
+	// StoreURL, when set, is the PostgreSQL database (a postgres:// URL)
+	// that holds the store, shared by every sidecar of a fleet; its schema
+	// is created or migrated at start. Empty: bbolt under DataDir.
+	StoreURL string
 	// Listen is the sidecar's address. Default DefaultListen.
 	Listen string
 	// Agent is the agent this sidecar speaks for: the act.sub of every

@@ -53,7 +53,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := Reserve(o.DataDir, o.Listen)
+	r, err := ReserveStore(ctx, o.DataDir, o.StoreURL, o.Listen)
 	if err != nil {
 		return nil, err
 	}
