@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -195,11 +196,23 @@ func newSystems(o Options, minter *credential.Authority) (*systems.Systems, erro
 	})
 }
 
+// SharedStorePoll is how often a reader waiting for a workflow to change
+// (?wait=) reads it again on a store several sidecars share, where a
+// change committed by another sidecar wakes nobody here.
+const SharedStorePoll = 200 * time.Millisecond
+
+// newEngine, on a store several sidecars share (StoreURL), follows the
+// bundle any of them activates in each decision transaction and polls
+// for the changes the others commit.
 func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
-	return engine.New(engine.Options{
+	opts := engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
-	})
+	}
+	if o.StoreURL != "" {
+		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll
+	}
+	return engine.New(opts)
 }
 
 // newReconcile compares the store's steps with the ledger's entries and

@@ -60,6 +60,46 @@
 // where the approval is consumed only if it is approved, unexpired and bound
 // to exactly this call.
 //
+// # A fleet on one store
+//
+// Several sidecars may share one PostgreSQL store (cmd/stack StoreURL).
+// Two of them can never spend the same headroom: the decision and the
+// reservation commit in one transaction, and PostgreSQL runs it
+// SERIALIZABLE (executor/store): each of two concurrent decisions reads
+// the totals (order, rep's day, agent's hour) the other then writes, so
+// one of them fails to commit, runs again from its first read, and decides
+// on the totals the winner left. No total is cached outside a
+// transaction, and the verdict made before the writer (verdict.go) is
+// used only if the transaction reads the same facts. Switches, modes,
+// breaker trips and approvals are read in the transaction too, so a change
+// through any sidecar applies to the next decision everywhere; the audit
+// chain's last hash is read there as well, so concurrent writers extend one
+// chain.
+//
+// The active bundle is the one thing a decision takes from memory (the
+// compiled policy). With Options.Follow, each decision transaction reads
+// the store's active digest (one key) and, when another sidecar activated
+// a newer bundle, drops the transaction, loads that bundle and decides
+// again: no decision commits under a bundle superseded before it
+// committed, as the read of the digest makes the decision and the
+// activation conflict under SERIALIZABLE. The readers waiting for a
+// workflow to change (Await) are woken by this engine's commits; with
+// Options.PollChanges they also read the workflow again every period, so
+// another sidecar's change reaches them within it. Polling, not
+// PostgreSQL's LISTEN/NOTIFY: a notification would need a connection per
+// sidecar held outside the pool, re-subscribed after every reconnect (a
+// change missed meanwhile is a reader that never wakes), and a NOTIFY
+// sent from inside the store's transactions, which speak only buckets and
+// keys; polling costs one read of the workflow per waiting reader per
+// period and cannot miss a change.
+//
+// The per-workflow locks are in-process: on a shared store two sidecars
+// can drive one workflow at once. Every transition is still checked in its
+// transaction (a step already reserved is not reserved again), and a
+// refund's idempotency key keeps the ledger from paying twice, but the
+// order system has no key: leases, one driving sidecar per workflow, are
+// what is still to come.
+//
 // # Controls
 //
 // Every control above has a switch in Controls, all on by default. Nothing

@@ -183,6 +183,19 @@ type Options struct {
 	// switch change and compensation in the same transaction as the change.
 	// Optional only for unit tests.
 	Audit *audit.Log
+	// Follow, when set, is for a store that several sidecars share: every
+	// decision transaction reads the store's active bundle digest, and
+	// when it is not the bundle Policy holds, the transaction is dropped,
+	// Follow loads the store's active bundle into Policy, and the decision
+	// is made again. So no decision is made under a bundle another
+	// sidecar superseded before the decision committed. Nil (one sidecar,
+	// which activates its bundles itself): no check.
+	Follow func(ctx context.Context) error
+	// PollChanges, when positive, is how often Await reads the workflow
+	// again while it waits, for a store that several sidecars share: a
+	// change committed by another sidecar wakes no reader here. Zero: only
+	// this engine's own commits wake readers.
+	PollChanges time.Duration
 }
 
 // Observer is told of each outcome as it is recorded.
@@ -218,6 +231,8 @@ type Engine struct {
 	audit    *audit.Log
 	locks    workflowLocks
 	changes  changes
+	follow   func(context.Context) error
+	poll     time.Duration
 }
 
 // New returns an engine over opts.
@@ -225,7 +240,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
 		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
-		controls: DefaultControls(),
+		controls: DefaultControls(), follow: opts.Follow, poll: opts.PollChanges,
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls

@@ -74,7 +74,7 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err := e.endPastDeadline(wfID); err != nil {
 		return store.Step{}, err
 	}
-	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, &pl.v, func(tx *store.Tx) (reservation, error) {
 		return e.admitAndReserve(ctx, tx, p, wfID, name, args, claimed, pl)
 	})
 	if err != nil {
@@ -444,7 +444,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 		return s, err
 	}
 	v := e.preDecide(ctx, w, s, f)
-	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, &v, func(tx *store.Tx) (reservation, error) {
 		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {
@@ -552,6 +552,49 @@ func batch[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
 	return out, err
 }
 
+// staleBundle is a decision transaction that found the store's active
+// bundle is not the one the policy holds: another sidecar activated one.
+type staleBundle struct{ digest string }
+
+func (s *staleBundle) Error() string {
+	return "the store's active bundle is " + s.digest + ", not the one this sidecar holds"
+}
+
+// maxFollows bounds how often one decision follows a newly activated
+// bundle before giving up (activations faster than decisions).
+const maxFollows = 3
+
+// decideBatch runs fn, a decision transaction, in a batch; when fn finds
+// the store's active bundle newer than the policy's (staleBundle, only
+// with Options.Follow), it loads that bundle, forgets the verdict *v made
+// under the old one, and runs fn again.
+func (e *Engine) decideBatch(ctx context.Context, v *verdict, fn func(*store.Tx) (reservation, error)) (reservation, error) {
+	for follows := 0; ; follows++ {
+		r, err := batch(e.db, fn)
+		var sb *staleBundle
+		if !errors.As(err, &sb) || follows == maxFollows {
+			return r, err
+		}
+		if err := e.follow(ctx); err != nil {
+			return r, fmt.Errorf("follow the fleet's active bundle %s: %w", sb.digest, err)
+		}
+		v.ok = false // decided under the old bundle: decide again inside
+	}
+}
+
+// stale returns a *staleBundle when the store records another bundle as
+// active than the policy holds, with Options.Follow; nil otherwise.
+func (e *Engine) stale(tx *store.Tx) error {
+	if e.follow == nil {
+		return nil
+	}
+	d := tx.ActiveDigest()
+	if b := e.policy.Active(); d == "" || (b != nil && b.Digest() == d) {
+		return nil
+	}
+	return &staleBundle{digest: d}
+}
+
 // decideAndReserve decides step n afresh under the lock of its write
 // transaction, logs the decision and acts on it: an allowed call is
 // reserved (write-ahead), a denied one ends, one that needs an approval
@@ -566,6 +609,9 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 	default:
 		return r, nil // another run got here first
+	}
+	if err := e.stale(tx); err != nil {
+		return r, err
 	}
 	now := v.now
 	if e.controls.CheckSwitchAtExecution && !tx.Switch(string(r.step.Tool)) {

@@ -1,10 +1,20 @@
 package fleet_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/executor/policy"
 )
 
 // TestOneStoreAcrossThreeSidecars: three sidecars on one database see one
@@ -44,7 +54,29 @@ func TestOneStoreAcrossThreeSidecars(t *testing.T) {
 	if s.Status != "waiting_approval" || s.Rule != "R7-refund-needs-approval" || s.Approval == nil {
 		t.Fatalf("the second $49 refund on O-1001: %+v; want waiting_approval under R7", s)
 	}
+	// A reader waiting on B (?wait=60s) is woken by the approval C
+	// commits, long before its wait ends: the client gives up at 30s.
+	waited := make(chan error, 1)
+	var seen struct{ Steps []step }
+	go func() {
+		client := &http.Client{Timeout: 30 * time.Second}
+		req, _ := http.NewRequest(http.MethodGet, b.ep.Sidecar+"/v1/workflows/W-b?wait=60s", nil)
+		req.Header.Set("Authorization", "Bearer "+rep)
+		res, err := client.Do(req)
+		if err == nil {
+			err = json.NewDecoder(res.Body).Decode(&seen)
+			res.Body.Close()
+		}
+		waited <- err
+	}()
+	b.until(t, "a waiting reader", func() bool { return b.metric("countersign_workflow_waiters") == "1" })
 	c.call(t, lead, http.MethodPost, "/v1/approvals/"+s.Approval.ID+"/approve", `{}`, http.StatusOK, nil)
+	if err := <-waited; err != nil {
+		t.Fatalf("the reader waiting on B: %v", err)
+	}
+	if len(seen.Steps) != 1 || seen.Steps[0].Approval == nil || seen.Steps[0].Approval.Status != "approved" {
+		t.Errorf("the reader waiting on B saw %+v, want the step's approval approved", seen.Steps)
+	}
 
 	var wf struct{ Steps []step }
 	a.call(t, rep, http.MethodPost, "/v1/workflows/W-b/resume", "", http.StatusOK, &wf)
@@ -58,11 +90,69 @@ func TestOneStoreAcrossThreeSidecars(t *testing.T) {
 	if n := len(a.ledgerEntries(t, "O-1001")); n != 2 {
 		t.Errorf("%d refund entries on O-1001, want 2 (W-a's, and W-b's approved one executed once)", n)
 	}
+
+	// p2 raises the automatic refund limit to $5000: uploaded with break
+	// glass through B, approved by a second operator through C, it is
+	// the bundle A decides the next $60 refund with (done, not waiting).
+	b.upload(t, ops, "p2", "?break_glass=true&reason=fleet", http.StatusAccepted)
+	c.call(t, f.tokens["ops-jon"], http.MethodPost, "/v1/bundles/"+digest(t, "p2")+"/approve", "", http.StatusCreated, nil)
+	a.call(t, rep, http.MethodPost, "/v1/workflows", `{"id":"W-p2","ticket":"T-p2"}`, http.StatusCreated, nil)
+	a.call(t, rep, http.MethodPost, "/v1/workflows/W-p2/steps", `{"tool":"issue_refund","args":{"order":"O-1002","amount":6000}}`,
+		http.StatusOK, &s)
+	if s.Status != "done" {
+		t.Errorf("a $60 refund through A after p2 was activated through B and C: %+v, want done under p2", s)
+	}
+	var decisions struct{ Decisions []struct{ Revision string } }
+	a.call(t, ops, http.MethodGet, "/v1/decisions?workflow=W-p2", "", http.StatusOK, &decisions)
+	if len(decisions.Decisions) != 1 || decisions.Decisions[0].Revision != "p2" {
+		t.Errorf("W-p2's decisions %+v, want one under p2", decisions.Decisions)
+	}
+
 	var verify struct{ OK bool }
 	c.call(t, ops, http.MethodGet, "/v1/audit/verify", "", http.StatusOK, &verify)
 	if !verify.OK {
 		t.Error("the fleet's audit chain does not verify")
 	}
+}
+
+// upload sends the embedded bundle name to POST /v1/bundles{query}.
+func (p *proc) upload(t *testing.T, token, name, query string, want int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.ep.Sidecar+"/v1/bundles"+query, bytes.NewReader(archive(t, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := p.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != want {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("upload %s%s: %d %s, want %d", name, query, res.StatusCode, b, want)
+	}
+}
+
+// archive is the .tar.gz of an embedded bundle.
+func archive(t *testing.T, name string) []byte {
+	t.Helper()
+	fsys, err := bundles.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// digest is the digest of an embedded bundle's .tar.gz.
+func digest(t *testing.T, name string) string {
+	sum := sha256.Sum256(archive(t, name))
+	return hex.EncodeToString(sum[:])
 }
 
 const refund49 = `{"tool":"issue_refund","args":{"order":"O-1001","amount":4900}}`
@@ -134,4 +224,20 @@ func TestFiftyRefundsSpreadOverThree(t *testing.T) {
 	if got := len(f.first.ledgerEntries(t, "O-1001")); got != 1 {
 		t.Errorf("%d ledger entries on O-1001, want 1", got)
 	}
+}
+
+// metric is the value of the unlabelled metric name on p's /metrics, or "".
+func (p *proc) metric(name string) string {
+	res, err := p.client.Get(p.ep.Sidecar + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
