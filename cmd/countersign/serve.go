@@ -31,6 +31,7 @@ type serveFlags struct {
 	issuer        string
 	issuerJWKS    string
 	policyTimeout time.Duration
+	leaseTTL      time.Duration
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
@@ -87,6 +88,7 @@ flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 	cmd.Flags().BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
 	cmd.Flags().StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
 	cmd.Flags().StringVar(&f.storeURL, "store", "", "a postgres:// URL: keep the state in that PostgreSQL database, shared by a fleet of sidecars (default: bbolt under --data)")
+	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "with --store: how long a workflow stays leased to a sidecar that stopped renewing it (was killed) before another takes it over")
 	cmd.Flags().StringVar(&f.listen, "listen", stack.DefaultListen, "sidecar listen address")
 	cmd.Flags().StringVar(&f.bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
 	cmd.Flags().StringVar(&f.agent, "agent", "", "the agent this sidecar speaks for, the act.sub of every actor token (required without --dev; --dev default "+devstack.AgentID+")")
@@ -177,7 +179,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 // startDev runs the dev stack and writes its endpoints and tokens.
 func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
-		DataDir: f.data, StoreURL: f.storeURL, Listen: f.listen, Agent: f.agent, Logger: log, Failpoint: h.failpoint, Controls: h.controls,
+		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Listen: f.listen, Agent: f.agent, Logger: log, Failpoint: h.failpoint, Controls: h.controls,
 		Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
 	})
 	if err != nil {
@@ -243,7 +245,7 @@ func (f serveFlags) production() (stack.Options, error) {
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
-	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
+	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
 		BundleVerifier: verifier}, nil
 }
 

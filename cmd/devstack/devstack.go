@@ -45,6 +45,8 @@ type Options struct {
 	// database (stack.Options.StoreURL); the simulators, the identity
 	// provider and the keys stay under DataDir.
 	StoreURL string
+	// LeaseTTL: see stack.Options.
+	LeaseTTL time.Duration
 	// Listen is the sidecar's address. Default stack.DefaultListen.
 	Listen string
 	// Agent is the act.sub of every actor token. Default AgentID.
@@ -171,7 +173,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		timeout = InProcessPolicyTimeout
 	}
 	return stack.Options{
-		DataDir: o.DataDir, StoreURL: o.StoreURL, Agent: agent,
+		DataDir: o.DataDir, StoreURL: o.StoreURL, LeaseTTL: o.LeaseTTL, Agent: agent,
 		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Issuers: st.issuers,
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,

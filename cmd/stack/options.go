@@ -37,6 +37,11 @@ type Options struct {
 	// that holds the store, shared by every sidecar of a fleet; its schema
 	// is created or migrated at start. Empty: bbolt under DataDir.
 	StoreURL string
+	// LeaseTTL is how long a sidecar on StoreURL holds a workflow it
+	// drives without renewing (engine.Leases): a killed sidecar's
+	// workflows are taken over by the others after it. Default
+	// engine.DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// Listen is the sidecar's address. Default DefaultListen.
 	Listen string
 	// Agent is the agent this sidecar speaks for: the act.sub of every
@@ -104,6 +109,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.Issuers) == 0 {
 		errs = append(errs, errors.New("option Issuers needs at least one trusted identity provider"))
+	}
+	if o.LeaseTTL < 0 {
+		errs = append(errs, fmt.Errorf("LeaseTTL %s must not be negative", o.LeaseTTL))
 	}
 	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))

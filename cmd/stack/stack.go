@@ -202,8 +202,9 @@ func newSystems(o Options, minter *credential.Authority) (*systems.Systems, erro
 const SharedStorePoll = 200 * time.Millisecond
 
 // newEngine, on a store several sidecars share (StoreURL), follows the
-// bundle any of them activates in each decision transaction and polls
-// for the changes the others commit.
+// bundle any of them activates in each decision transaction, polls for
+// the changes the others commit, and drives a workflow only under its
+// lease.
 func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 	opts := engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
@@ -211,6 +212,7 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 	}
 	if o.StoreURL != "" {
 		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll
+		opts.Leases = &engine.Leases{Holder: engine.NewHolder(), TTL: o.LeaseTTL}
 	}
 	return engine.New(opts)
 }
@@ -250,6 +252,9 @@ func (st *Stack) serve(o Options, m metrics) {
 	sctx, cancel := context.WithCancel(context.Background())
 	st.cancel, st.served = cancel, make(chan error, 1)
 	go func() { st.served <- st.Server.Serve(sctx, st.ln) }()
+	if o.StoreURL != "" {
+		go st.Engine.SweepEvery(sctx, sweepEvery(o.LeaseTTL))
+	}
 	if !o.Background {
 		return
 	}
@@ -261,11 +266,27 @@ func (st *Stack) serve(o Options, m metrics) {
 	go st.Monitor.Run(sctx, MonitorEvery)
 }
 
+// sweepEvery is how often a sidecar on a shared store looks for expired
+// leases: twice per TTL, so a dead sidecar's workflows wait at most about
+// one and a half TTLs.
+func sweepEvery(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = engine.DefaultLeaseTTL
+	}
+	return ttl / 2
+}
+
 // resume finishes what a crash may have left between decision and record.
 // Only a crash test's failpoint ends the start; anything else the next
-// resume or a person resolves.
+// resume or a person resolves. On a shared store it takes over only the
+// workflows whose lease expired (engine.Sweep): the others are driven by
+// live sidecars.
 func (st *Stack) resume(ctx context.Context, o Options) error {
-	err := st.Engine.ResumeAll(ctx)
+	resume := st.Engine.ResumeAll
+	if o.StoreURL != "" {
+		resume = st.Engine.Sweep
+	}
+	err := resume(ctx)
 	if err == nil || errors.Is(err, engine.ErrCrashed) {
 		return err
 	}

@@ -93,12 +93,18 @@
 // keys; polling costs one read of the workflow per waiting reader per
 // period and cannot miss a change.
 //
-// The per-workflow locks are in-process: on a shared store two sidecars
-// can drive one workflow at once. Every transition is still checked in its
-// transaction (a step already reserved is not reserved again), and a
-// refund's idempotency key keeps the ledger from paying twice, but the
-// order system has no key: leases, one driving sidecar per workflow, are
-// what is still to come.
+// The per-workflow locks are in-process. With Options.Leases a workflow is
+// also driven by one sidecar at a time (lease.go): whoever proposes,
+// amends, runs, resumes, ratifies or reverses a step first takes the
+// workflow's lease in the store (holder: the sidecar's random id per
+// process start; an expiry), renews it every TTL/3 while it works (a
+// dispatch may outlast a TTL) and deletes it once its last write is
+// durable. A request that finds the lease held by another live sidecar
+// polls until it is free, bounded by its context (ErrLeaseHeld). A sidecar
+// killed leaves its leases to expire; Sweep, run at start and every TTL/2
+// in every sidecar of the fleet, resumes the workflows of expired leases,
+// resolving started steps by the same lookup rules as a restart. On bbolt
+// there is one process, and no lease: no store round trip is added.
 //
 // # Controls
 //

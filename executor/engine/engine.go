@@ -196,6 +196,10 @@ type Options struct {
 	// change committed by another sidecar wakes no reader here. Zero: only
 	// this engine's own commits wake readers.
 	PollChanges time.Duration
+	// Leases, when set, is for a store that several sidecars share: a
+	// workflow is driven by one of them at a time, under a lease in the
+	// store (lease.go). Nil (one sidecar): the in-process locks suffice.
+	Leases *Leases
 }
 
 // Observer is told of each outcome as it is recorded.
@@ -233,6 +237,7 @@ type Engine struct {
 	changes  changes
 	follow   func(context.Context) error
 	poll     time.Duration
+	leases   *Leases
 }
 
 // New returns an engine over opts.
@@ -260,6 +265,16 @@ func New(opts Options) *Engine {
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
+	}
+	if opts.Leases != nil {
+		l := *opts.Leases
+		if l.TTL <= 0 {
+			l.TTL = DefaultLeaseTTL
+		}
+		if l.Holder == "" {
+			l.Holder = NewHolder()
+		}
+		e.leases = &l
 	}
 	return e
 }
@@ -298,6 +313,3 @@ func approvalRecord(actor string, a store.Approval) audit.Record {
 func (e *Engine) RecordEvent(ctx context.Context, r audit.Record) error {
 	return e.db.Update(func(tx *store.Tx) error { return e.auditTx(tx, r) })
 }
-
-// lock serializes the steps of one workflow in this process.
-func (e *Engine) lock(wf string) func() { return e.locks.lock(wf) }

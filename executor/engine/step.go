@@ -65,7 +65,11 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil {
 		return store.Step{}, err
 	}
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	start := time.Now()
 	pl, err := e.plan(ctx, p, wfID, name, args, claimed)
 	if err != nil {
@@ -203,7 +207,11 @@ func (u *undecided) Unwrap() error { return u.err }
 // Amend replaces the arguments of a step that has not started. An approval
 // bound to the old call stays on the step only to be voided at its next run.
 func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (store.Step, error) {
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	args, claimed, err := e.amendedArgs(ctx, p, wfID, n, raw)
 	if err != nil {
 		return store.Step{}, err
@@ -382,7 +390,7 @@ func (e *Engine) ResumeAll(ctx context.Context) error {
 }
 
 func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *Person) error {
-	if err := e.endPastDeadlineLocked(wfID); err != nil {
+	if err := e.endPastDeadlineLocked(ctx, wfID); err != nil {
 		return err
 	}
 	var steps []store.Step
@@ -411,7 +419,11 @@ func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *
 }
 
 func (e *Engine) runLocked(ctx context.Context, wfID string, n int, by *Person) (store.Step, error) {
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	return e.run(ctx, wfID, n, by)
 }
 

@@ -27,6 +27,9 @@ const (
 	pollEvery     = 25 * time.Millisecond
 	agent         = "quillfeather-support-agent" // devstack.AgentID
 	issuer        = "countersign-dev-idp"        // idp.DefaultIssuer
+	// leaseTTL is every sidecar's --lease-ttl: short, so a dead sidecar's
+	// workflows are taken over soon.
+	leaseTTL = time.Second
 )
 
 // fleet is n sidecars on one database: first runs the simulators.
@@ -43,6 +46,18 @@ type fleet struct {
 // cannot share its signing keys with the fleet.
 func newFleet(t *testing.T, n int, sharedKeys bool) *fleet {
 	t.Helper()
+	f := prepareFleet(t, sharedKeys)
+	f.startFirst(t, t.TempDir(), nil)
+	for range n - 1 {
+		f.procs = append(f.procs, f.join(t))
+	}
+	return f
+}
+
+// prepareFleet builds the binary and makes a new database, starting no
+// sidecar.
+func prepareFleet(t *testing.T, sharedKeys bool) *fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and starts processes")
 	}
@@ -50,16 +65,30 @@ func newFleet(t *testing.T, n int, sharedKeys bool) *fleet {
 	if sharedKeys && !f.sharesKeys(t) {
 		t.Skip("the sidecars do not share their signing keys yet (serve --key-file): the systems of record trust only the first one's calls")
 	}
-	dir := t.TempDir()
-	f.first = f.start(t, dir, "--dev", "--data", dir)
-	f.first.waitFile(t, filepath.Join(dir, "dev-endpoints.json"), &f.first.ep)
-	f.first.waitFile(t, filepath.Join(dir, "dev-tokens.json"), &f.tokens)
-	f.first.waitReady(t)
-	f.procs = append(f.procs, f.first)
-	for range n - 1 {
-		f.procs = append(f.procs, f.join(t))
-	}
 	return f
+}
+
+// startFirst starts `serve --dev` over dir with extra environment: the
+// sidecar that runs the simulators and the identity provider. It becomes
+// f.first and f.procs[0].
+func (f *fleet) startFirst(t *testing.T, dir string, env []string) *proc {
+	t.Helper()
+	endpoints := filepath.Join(dir, "dev-endpoints.json")
+	// A previous process's file would announce readiness too early.
+	if err := os.Remove(endpoints); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	p := f.start(t, dir, env, "--dev", "--data", dir)
+	p.waitFile(t, endpoints, &p.ep)
+	p.waitFile(t, filepath.Join(dir, "dev-tokens.json"), &f.tokens)
+	p.waitReady(t)
+	f.first = p
+	if len(f.procs) == 0 {
+		f.procs = []*proc{p}
+	} else {
+		f.procs[0] = p
+	}
+	return p
 }
 
 // join starts a sidecar with the production flags against the first
@@ -68,7 +97,7 @@ func (f *fleet) join(t *testing.T) *proc {
 	t.Helper()
 	ep := f.first.ep
 	dir := t.TempDir()
-	p := f.start(t, dir, "--agent", agent, "--ledger", ep.Ledger, "--orders", ep.Orders,
+	p := f.start(t, dir, nil, "--agent", agent, "--ledger", ep.Ledger, "--orders", ep.Orders,
 		"--issuer", issuer, "--issuer-jwks", ep.IssuerJWKS, "--data", dir)
 	p.ep = ep
 	p.ep.Sidecar = p.waitListening(t)
@@ -76,15 +105,17 @@ func (f *fleet) join(t *testing.T) *proc {
 	return p
 }
 
-// start runs `countersign serve --listen 127.0.0.1:0 --store URL args...`.
-func (f *fleet) start(t *testing.T, dir string, args ...string) *proc {
+// start runs `countersign serve --listen 127.0.0.1:0 --store URL
+// --lease-ttl 1s args...`.
+func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{
 		out:    &lockedBuffer{},
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
-	p.cmd = exec.Command(f.bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store}, args...)...)
+	p.cmd = exec.Command(f.bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store, "--lease-ttl", leaseTTL.String()}, args...)...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -259,7 +290,9 @@ type step struct {
 	Approval *struct{ ID, Status string }
 }
 
-// buildBinary builds countersign into a temporary directory.
+// buildBinary builds countersign into a temporary directory, with the
+// failpoints compiled in: they stay unarmed unless a test sets
+// COUNTERSIGN_FAILPOINT.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	root, err := moduleRoot()
@@ -267,7 +300,7 @@ func buildBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "countersign")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/countersign")
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/countersign")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
