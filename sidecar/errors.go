@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
@@ -134,6 +135,9 @@ func classify(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
 	case errors.Is(err, engine.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "system_unavailable", "%v", err)
+	case errors.Is(err, credential.ErrKeyStore):
+		return newError(http.StatusServiceUnavailable, "key_store_unavailable",
+			"the signing keys could not be read from the store, so no key is published or used; retry, and tell an operator if it persists")
 	case errors.As(err, &he):
 		return httpError(he)
 	}

@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		newDrillCmd(),
 		newBenchCmd(),
 		newMCPCmd(),
+		newKeyfileCmd(),
 	)
 	return root
 }

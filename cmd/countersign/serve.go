@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
@@ -35,6 +36,8 @@ type serveFlags struct {
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
+	// keyFile holds the fleet's key-encryption key.
+	keyFile string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -78,7 +81,8 @@ the same URL shares it: a fleet. --data stays this sidecar's own directory
 (its PID file; with --dev the simulators and the identity provider). A
 first sidecar may run --dev --store URL; others join with the production
 flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
---store.`,
+--store. Every sidecar of the fleet, the first included, takes the same
+--key-file, which seals the fleet's signing keys in the database.`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -100,6 +104,8 @@ flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
 		"PEM public key every bundle must be signed with, in OPA's format (.signatures.json): the one at start, the one restored and every upload (without --dev)")
 	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
+	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
+		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
 }
 
@@ -111,6 +117,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if f.dev && f.verificationKey != "" {
 		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
+	}
+	if f.dev && f.keyFile != "" && f.storeURL == "" {
+		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -178,9 +187,13 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 
 // startDev runs the dev stack and writes its endpoints and tokens.
 func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+	kek, err := f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
+	if err != nil {
+		return nil, err
+	}
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
-		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Listen: f.listen, Agent: f.agent, Logger: log, Failpoint: h.failpoint, Controls: h.controls,
-		Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
+		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
 	})
 	if err != nil {
 		return nil, err
@@ -242,11 +255,27 @@ func (f serveFlags) production() (stack.Options, error) {
 	if err != nil {
 		problems = append(problems, err)
 	}
+	kek, err := f.keyEncryptionKey()
+	if err != nil {
+		problems = append(problems, err)
+	}
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
-		BundleVerifier: verifier}, nil
+		BundleVerifier: verifier, KeyEncryptionKey: kek}, nil
+}
+
+// keyEncryptionKey reads --key-file, or nil when it is not given.
+func (f serveFlags) keyEncryptionKey() (*credential.KeyEncryptionKey, error) {
+	if f.keyFile == "" {
+		return nil, nil
+	}
+	kek, err := credential.ReadKeyFile(f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--key-file: %w", err)
+	}
+	return kek, nil
 }
 
 // bundleVerifier reads --bundle-verification-key, or nil when it is not

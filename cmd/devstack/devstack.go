@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
@@ -47,6 +48,9 @@ type Options struct {
 	StoreURL string
 	// LeaseTTL: see stack.Options.
 	LeaseTTL time.Duration
+	// KeyEncryptionKey seals the fleet's signing keys in the shared store
+	// (StoreURL): see stack.Options.
+	KeyEncryptionKey *credential.KeyEncryptionKey
 	// Listen is the sidecar's address. Default stack.DefaultListen.
 	Listen string
 	// Agent is the act.sub of every actor token. Default AgentID.
@@ -173,7 +177,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		timeout = InProcessPolicyTimeout
 	}
 	return stack.Options{
-		DataDir: o.DataDir, StoreURL: o.StoreURL, LeaseTTL: o.LeaseTTL, Agent: agent,
+		DataDir: o.DataDir, StoreURL: o.StoreURL, LeaseTTL: o.LeaseTTL, KeyEncryptionKey: o.KeyEncryptionKey, Agent: agent,
 		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Issuers: st.issuers,
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,

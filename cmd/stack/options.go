@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
@@ -91,6 +92,12 @@ type Options struct {
 	// DevLogins are the one-click sign-ins of the lead's page (person id
 	// to token): the dev stack's fixture leads. Production sets none.
 	DevLogins map[string]string
+	// KeyEncryptionKey seals the signing keys of actor tokens kept in a
+	// shared store (PostgreSQL), where every sidecar of the fleet mints
+	// with the same key: required there, the same for every sidecar
+	// (serve --key-file). On bbolt the keys stay in DataDir/keys and it
+	// is not used.
+	KeyEncryptionKey *credential.KeyEncryptionKey
 }
 
 // Validate reports every problem of o at once.

@@ -86,7 +86,7 @@ func (r *Reservation) Start(ctx context.Context, o Options) (*Stack, error) {
 
 // start runs the steps in order; each fills in one piece of st.
 func (st *Stack) start(ctx context.Context, o Options) (err error) {
-	if st.Authority, err = credential.Open(credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger}); err != nil {
+	if st.Authority, err = st.openAuthority(o); err != nil {
 		return err
 	}
 	if st.verifier, err = authn.New(ctx, authn.Options{Issuers: o.Issuers, Clock: o.Clock, Logger: o.Logger}); err != nil {
@@ -122,6 +122,20 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	st.Server = st.newServer(o, m)
 	st.serve(o, m)
 	return st.resume(ctx, o)
+}
+
+// openAuthority keeps the signing keys in the store when the store is
+// shared, so that every sidecar of the fleet mints with the same key, and
+// in DataDir/keys otherwise.
+func (st *Stack) openAuthority(o Options) (*credential.Authority, error) {
+	co := credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger}
+	switch {
+	case st.Store.Shared():
+		co.Store, co.KeyEncryptionKey = st.Store, o.KeyEncryptionKey
+	case o.KeyEncryptionKey != nil:
+		o.Logger.Warn("the key-encryption key is not used: on bbolt the signing keys stay in the data directory", "dir", o.DataDir)
+	}
+	return credential.Open(co)
 }
 
 // newPolicy makes the audit log, the policy engine (recording every

@@ -18,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
@@ -29,8 +30,17 @@ const DefaultTTL = 60 * time.Second
 
 // Options configure an Authority.
 type Options struct {
-	// Dir is the sidecar's data directory; keys live in Dir/keys. Required.
+	// Dir is the sidecar's data directory; keys live in Dir/keys.
+	// Required unless Store is set.
 	Dir string
+
+	// Store, when set, keeps the keys in the store instead of Dir/keys:
+	// the keyring of a fleet of sidecars sharing one store (see the
+	// package doc). KeyEncryptionKey is then required.
+	Store *store.DB
+
+	// KeyEncryptionKey seals the keys kept in Store. Only with Store.
+	KeyEncryptionKey *KeyEncryptionKey
 
 	// Clock tells the time for iat and exp. Nil means the wall clock.
 	Clock clock.Clock
@@ -45,8 +55,13 @@ type Options struct {
 
 func (o *Options) validate() error {
 	var errs []error
-	if o.Dir == "" {
+	switch {
+	case o.Store == nil && o.Dir == "":
 		errs = append(errs, errors.New("option Dir is required (keys are kept under Dir/keys)"))
+	case o.Store != nil && o.KeyEncryptionKey == nil:
+		errs = append(errs, fmt.Errorf("%w: %w", ErrKeyEncryptionKey, errNoKEK))
+	case o.Store == nil && o.KeyEncryptionKey != nil:
+		errs = append(errs, errors.New("option KeyEncryptionKey seals keys kept in Store: set Store too, or leave both unset to keep the keys under Dir/keys"))
 	}
 	if o.TTL < 0 || o.TTL%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("TTL %s must be a positive whole number of seconds (JWT times have one-second resolution)", o.TTL))
@@ -60,13 +75,13 @@ func (o *Options) validate() error {
 // Authority mints actor tokens with the current epoch's key and publishes
 // that key. It is safe for concurrent use; Mint never blocks on Raise.
 type Authority struct {
-	dir   string // Dir/keys
+	keys  keyring
 	clock clock.Clock
 	ttl   int64 // seconds
 	log   *slog.Logger
 
 	cur     atomic.Pointer[signer]
-	raiseMu sync.Mutex // one Raise at a time
+	raiseMu sync.Mutex // one Raise at a time in this process
 }
 
 // signer is one epoch's key material. It is immutable once built, so Mint
@@ -80,8 +95,8 @@ type signer struct {
 	jwks   []byte             // the public JWKS document with only this key
 }
 
-// Open loads the highest persisted epoch under opts.Dir/keys, or creates
-// epoch 1 with a fresh Ed25519 key when none exists.
+// Open loads the current epoch's key, or creates epoch 1 with a fresh
+// Ed25519 key when there is none: from opts.Dir/keys, or from opts.Store.
 func Open(opts Options) (*Authority, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -95,36 +110,22 @@ func Open(opts Options) (*Authority, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &Authority{
-		dir:   filepath.Join(opts.Dir, "keys"),
-		clock: opts.Clock,
-		ttl:   int64(opts.TTL / time.Second),
-		log:   opts.Logger.With("component", "credential"),
+	log := opts.Logger.With("component", "credential")
+	var keys keyring = fileKeys{dir: filepath.Join(opts.Dir, "keys"), log: log}
+	if opts.Store != nil {
+		keys = storeKeys{db: opts.Store, kek: opts.KeyEncryptionKey, log: log}
 	}
-	if err := prepareKeyDir(a.dir); err != nil {
-		return nil, err
-	}
-	epoch, key, err := loadHighest(a.dir, a.log)
+	a := &Authority{keys: keys, clock: opts.Clock, ttl: int64(opts.TTL / time.Second), log: log}
+	epoch, key, err := keys.load()
 	if err != nil {
 		return nil, err
-	}
-	if key == nil {
-		epoch = 1
-		if key, err = generateKey(epoch); err != nil {
-			return nil, err
-		}
-		if err := persistKey(a.dir, epoch, key); err != nil {
-			return nil, err
-		}
-		a.log.Info("created signing key", "epoch", epoch, "kid", kidFor(epoch))
-	} else {
-		a.log.Info("loaded signing key", "epoch", epoch, "kid", kidFor(epoch))
 	}
 	s, err := newSigner(epoch, key)
 	if err != nil {
 		return nil, err
 	}
 	a.cur.Store(s)
+	a.log.Info("loaded signing key", "epoch", epoch, "kid", s.kid)
 	return a, nil
 }
 
@@ -156,12 +157,15 @@ func newSigner(epoch int, key jwk.Key) (*signer, error) {
 // kidFor is the key id of an epoch, which receivers parse back to N.
 func kidFor(epoch int) string { return fmt.Sprintf("epoch-%d", epoch) }
 
-// Epoch returns the current credential epoch.
+// Epoch returns the credential epoch this Authority last minted with or
+// noticed; on a shared store another sidecar may have raised it since.
 func (a *Authority) Epoch() int { return a.cur.Load().epoch }
 
-// Raise generates and persists the next epoch's key, then switches minting
-// and the published JWKS to it; every token minted before no longer
-// verifies. It returns the new epoch. If persisting fails, nothing changes.
+// Raise keeps a fresh key for the next epoch, then switches minting and
+// the published JWKS to it; every token minted before no longer
+// verifies. It returns the new epoch. If keeping the key fails, nothing
+// changes. On a shared store the next epoch is the one after the store's
+// current epoch, so the raise revokes the tokens of every sidecar.
 func (a *Authority) Raise(ctx context.Context) (int, error) {
 	a.raiseMu.Lock()
 	defer a.raiseMu.Unlock()
@@ -169,23 +173,53 @@ func (a *Authority) Raise(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	old := a.cur.Load()
-	next := old.epoch + 1
-	key, err := generateKey(next)
+	next, key, err := a.keys.raise(old.epoch)
 	if err != nil {
-		return 0, err
-	}
-	if err := persistKey(a.dir, next, key); err != nil {
 		return 0, err
 	}
 	s, err := newSigner(next, key)
 	if err != nil {
 		return 0, err
 	}
-	a.cur.Store(s)
+	a.install(s)
 	a.log.Warn("credential epoch raised: tokens of earlier epochs no longer verify",
 		"epoch", next, "kid", s.kid, "previous", old.epoch)
-	removeOlder(a.dir, next, a.log)
 	return next, nil
+}
+
+// current returns the signer of the current epoch, first reading the
+// store's epoch when the keys are shared, so a sidecar never mints with a
+// key another sidecar has revoked, nor publishes one.
+func (a *Authority) current(ctx context.Context) (*signer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := a.cur.Load()
+	epoch, key, err := a.keys.latest(s.epoch)
+	if err != nil || key == nil {
+		return s, err
+	}
+	n, err := newSigner(epoch, key)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Warn("credential epoch raised by another sidecar: minting with the new key", "epoch", epoch, "previous", s.epoch)
+	return a.install(n), nil
+}
+
+// install makes n current unless a later epoch already is, and returns
+// the signer then current: epochs only go up, whichever of a raise and a
+// refresh lands first.
+func (a *Authority) install(n *signer) *signer {
+	for {
+		s := a.cur.Load()
+		if s.epoch >= n.epoch {
+			return s
+		}
+		if a.cur.CompareAndSwap(s, n) {
+			return n
+		}
+	}
 }
 
 // payload is the JSON of an actor token. A struct rather than a jwt.Token
@@ -217,13 +251,13 @@ type actor struct {
 // with the current epoch's key. Every attempt needs its own token: jti is
 // fresh each time.
 func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
 	if err := c.validate(); err != nil {
 		return "", err
 	}
-	s := a.cur.Load()
+	s, err := a.current(ctx)
+	if err != nil {
+		return "", err
+	}
 	iat := a.clock.Now().Unix()
 	body, err := json.Marshal(payload{
 		Iss:   Issuer,
@@ -278,8 +312,9 @@ func (c Claims) validate() error {
 	return nil
 }
 
-// JWKS returns the public key set with only the current epoch's key. The
-// set is the caller's own copy.
+// JWKS returns the public key set with only the current epoch's key, as
+// this Authority last noticed it (it does not read the store: JWKSJSON
+// does). The set is the caller's own copy.
 func (a *Authority) JWKS() jwk.Set {
 	set, err := jwk.Parse(a.cur.Load().jwks)
 	if err != nil {
@@ -293,8 +328,14 @@ func (a *Authority) JWKS() jwk.Set {
 // JWKSJSON returns the JWKS document the sidecar serves at
 // /.well-known/jwks.json: {"keys":[{kty OKP, crv Ed25519, kid, alg EdDSA,
 // use sig, x}]}.
+// On a shared store it first reads the current epoch (and fails rather
+// than publish a key the store may have revoked).
 func (a *Authority) JWKSJSON() ([]byte, error) {
-	return bytes.Clone(a.cur.Load().jwks), nil
+	s, err := a.current(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(s.jwks), nil
 }
 
 // JWKSHandler serves JWKSJSON. Receivers re-fetch it often (a raised epoch
@@ -308,7 +349,15 @@ func (a *Authority) JWKSHandler() http.Handler {
 			_, _ = w.Write([]byte(`{"error":{"code":"method_not_allowed","message":"use GET to read the JWKS"}}`))
 			return
 		}
-		doc := a.cur.Load().jwks
+		s, err := a.current(r.Context())
+		if err != nil {
+			a.log.Error("JWKS not served", "err", err)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"not_ready","message":"the signing keys cannot be read from the store; try again"}}`))
+			return
+		}
+		doc := s.jwks
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-cache")
 		_, _ = w.Write(doc)

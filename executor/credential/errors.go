@@ -27,6 +27,12 @@ var (
 	// on disk, so another process is raising epochs in the same data
 	// directory. Only one sidecar may own a data directory.
 	ErrEpochConflict = errors.New("credential: epoch already exists on disk")
+
+	// ErrKeyEncryptionKey means the key-encryption key is missing,
+	// malformed, or not the one the fleet's signing keys in the store
+	// were sealed with. The message says which and what to do; a sidecar
+	// must not start without the right one.
+	ErrKeyEncryptionKey = errors.New("credential: key-encryption key")
 )
 
 // ClaimError reports which claim made Mint refuse. It matches

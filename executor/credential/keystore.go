@@ -15,6 +15,62 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
+// keyring keeps the epochs' private keys: files under Dir/keys for one
+// sidecar (fileKeys), or the store a fleet shares (storeKeys).
+type keyring interface {
+	// load returns the current epoch and its key, creating epoch 1 when
+	// there is none.
+	load() (int, jwk.Key, error)
+	// raise keeps a fresh key for the epoch after the current one (which
+	// the caller believes is current) and returns that epoch and key.
+	raise(current int) (int, jwk.Key, error)
+	// latest returns the current epoch and its key when the epoch is not
+	// have, and (have, nil) when it is.
+	latest(have int) (int, jwk.Key, error)
+}
+
+// fileKeys is the keyring of one sidecar: Dir/keys/epoch-N.json. The
+// process owns the directory, so the epoch it holds is always current.
+type fileKeys struct {
+	dir string
+	log *slog.Logger
+}
+
+var _ keyring = fileKeys{}
+
+func (f fileKeys) load() (int, jwk.Key, error) {
+	if err := prepareKeyDir(f.dir); err != nil {
+		return 0, nil, err
+	}
+	epoch, key, err := loadHighest(f.dir, f.log)
+	if err != nil || key != nil {
+		return epoch, key, err
+	}
+	if key, err = generateKey(1); err != nil {
+		return 0, nil, err
+	}
+	if err := persistKey(f.dir, 1, key); err != nil {
+		return 0, nil, err
+	}
+	f.log.Info("created signing key", "epoch", 1, "kid", kidFor(1))
+	return 1, key, nil
+}
+
+func (f fileKeys) raise(current int) (int, jwk.Key, error) {
+	next := current + 1
+	key, err := generateKey(next)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := persistKey(f.dir, next, key); err != nil {
+		return 0, nil, err
+	}
+	removeOlder(f.dir, next, f.log)
+	return next, key, nil
+}
+
+func (fileKeys) latest(have int) (int, jwk.Key, error) { return have, nil, nil }
+
 // Key files: Dir/keys/epoch-N.json, each the private JWK of one epoch.
 const (
 	keyFilePrefix = "epoch-"
@@ -123,13 +179,18 @@ func checkKey(key jwk.Key, epoch int) error {
 	return nil
 }
 
-// generateKey makes a fresh Ed25519 key for epoch as a jwk.Key with kid,
-// alg and use set, so both signatures and the JWKS carry them.
+// generateKey makes a fresh Ed25519 key for epoch (see jwkFor).
 func generateKey(epoch int) (jwk.Key, error) {
 	_, raw, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("%w: generate Ed25519 key: %w", ErrKeyStore, err)
 	}
+	return jwkFor(epoch, raw)
+}
+
+// jwkFor is raw as the private key of epoch: a jwk.Key with kid, alg and
+// use set, so both signatures and the JWKS carry them.
+func jwkFor(epoch int, raw ed25519.PrivateKey) (jwk.Key, error) {
 	key, err := jwk.Import(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: import Ed25519 key: %w", ErrKeyStore, err)

@@ -24,7 +24,7 @@ var (
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
-		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bLeases}
+		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases}
 )
 
 // DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).
@@ -47,6 +47,13 @@ func (db *DB) Close() error {
 // since it was opened (other processes' commits are not counted).
 func (db *DB) Commits() (uint64, error) {
 	return db.kv.commits()
+}
+
+// Shared reports whether other processes may use the same store at once:
+// true on PostgreSQL, false on bbolt, whose file one process holds.
+func (db *DB) Shared() bool {
+	_, ok := db.kv.(*pgStore)
+	return ok
 }
 
 // Tx is one transaction. Its methods are valid only inside the function

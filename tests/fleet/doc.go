@@ -6,14 +6,11 @@
 // simulators and the dev identity provider and writes their addresses to
 // its dev-endpoints.json. The others join with the production flags
 // pointed at those addresses (--ledger, --orders, --issuer, --issuer-jwks)
-// and the same --store; each has a data directory of its own. PostgreSQL
-// comes from executor/pgtest; without it the tests skip with one line
-// naming `bash .ci/run`.
-//
-// Until the sidecars share their signing keys (serve --key-file), the
-// systems of record trust only the first sidecar's actor tokens, so the
-// tests here dispatch through the first sidecar; the ones that need any
-// sidecar to dispatch skip, saying so, while the binary has no --key-file.
+// and the same --store; each has a data directory of its own. All share
+// one key file (serve --key-file), so every sidecar mints actor tokens
+// with the fleet's key, which the first one's JWKS (the one the simulators
+// read) publishes. PostgreSQL comes from executor/pgtest; without it the
+// tests skip with one line naming `bash .ci/run`.
 //
 // The package has no code of its own; the tests build the binary and start
 // processes, and are skipped under -short.

@@ -34,19 +34,18 @@ const (
 
 // fleet is n sidecars on one database: first runs the simulators.
 type fleet struct {
-	bin    string
-	store  string
-	first  *proc
-	procs  []*proc
-	tokens map[string]string
+	bin     string
+	store   string
+	keyFile string // the fleet's key-encryption key (serve --key-file)
+	first   *proc
+	procs   []*proc
+	tokens  map[string]string
 }
 
 // newFleet builds the binary and starts n sidecars on a new database.
-// With sharedKeys it skips t, before starting anything, while the binary
-// cannot share its signing keys with the fleet.
-func newFleet(t *testing.T, n int, sharedKeys bool) *fleet {
+func newFleet(t *testing.T, n int) *fleet {
 	t.Helper()
-	f := prepareFleet(t, sharedKeys)
+	f := prepareFleet(t)
 	f.startFirst(t, t.TempDir(), nil)
 	for range n - 1 {
 		f.procs = append(f.procs, f.join(t))
@@ -54,16 +53,16 @@ func newFleet(t *testing.T, n int, sharedKeys bool) *fleet {
 	return f
 }
 
-// prepareFleet builds the binary and makes a new database, starting no
-// sidecar.
-func prepareFleet(t *testing.T, sharedKeys bool) *fleet {
+// prepareFleet builds the binary, makes a new database and the fleet's
+// key file, starting no sidecar.
+func prepareFleet(t *testing.T) *fleet {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and starts processes")
 	}
-	f := &fleet{store: pgtest.URL(t), bin: buildBinary(t)}
-	if sharedKeys && !f.sharesKeys(t) {
-		t.Skip("the sidecars do not share their signing keys yet (serve --key-file): the systems of record trust only the first one's calls")
+	f := &fleet{store: pgtest.URL(t), bin: buildBinary(t), keyFile: filepath.Join(t.TempDir(), "fleet.key")}
+	if out, err := exec.Command(f.bin, "keyfile", "-o", f.keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("countersign keyfile: %v\n%s", err, out)
 	}
 	return f
 }
@@ -114,7 +113,8 @@ func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *p
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
-	p.cmd = exec.Command(f.bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store, "--lease-ttl", leaseTTL.String()}, args...)...)
+	p.cmd = exec.Command(f.bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store, "--key-file", f.keyFile,
+		"--lease-ttl", leaseTTL.String()}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -133,17 +133,6 @@ func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *p
 		}
 	})
 	return p
-}
-
-// sharesKeys reports whether the binary can share its signing keys with
-// the rest of a fleet (serve --key-file): until it can, only the first
-// sidecar's actor tokens are trusted by the systems of record.
-func (f *fleet) sharesKeys(t *testing.T) bool {
-	out, err := exec.Command(f.bin, "serve", "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("serve --help: %v\n%s", err, out)
-	}
-	return bytes.Contains(out, []byte("--key-file"))
 }
 
 // proc is one serve process.

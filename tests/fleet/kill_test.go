@@ -24,11 +24,10 @@ const (
 // load. Once its leases expire, A and C take its workflows over: every
 // step acknowledged done has exactly one ledger entry, no workflow is paid
 // twice, every ledger entry's step is done, reconciliation finds nothing
-// unexplained and the audit chain verifies. B dispatches, so it needs the
-// fleet's shared keys; B is the one killed because A hosts the
-// simulators.
+// unexplained and the audit chain verifies. B is the one killed because A
+// hosts the simulators.
 func TestKillOneOfThreeUnderLoad(t *testing.T) {
-	f := newFleet(t, 3, true)
+	f := newFleet(t, 3)
 	a, b := f.procs[0], f.procs[1]
 	rep, ops := f.tokens["rep-ana"], f.tokens["ops-ida"]
 	var (

@@ -20,12 +20,11 @@ import (
 // lookup: done, paid once. A resume sent while another holder's lease is
 // live waits for it and then answers, rather than failing.
 //
-// The replacement runs over the same data directory (the simulators and
-// the keys the ledger trusts live there) but is a new holder: until the
-// fleet shares its keys, only this sidecar's calls are trusted, so the
-// takeover by another of three sidecars under load waits for that.
+// The replacement runs over the same data directory (the simulators live
+// there) but is a new holder; TestKillOneOfThreeUnderLoad has the other
+// sidecars of a fleet take over.
 func TestDeadSidecarsWorkflowTakenOver(t *testing.T) {
-	f := prepareFleet(t, false)
+	f := prepareFleet(t)
 	dir := t.TempDir()
 	a1 := f.startFirst(t, dir, []string{"COUNTERSIGN_FAILPOINT=after_dispatch"})
 	rep, lead := f.tokens["rep-ana"], f.tokens["lead-dee"]

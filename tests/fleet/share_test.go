@@ -21,13 +21,12 @@ import (
 // truth. The two that join with the production flags become ready with
 // the bundle the first activated (restored from the store); a workflow
 // created through B is found through C; after A spent O-1001's automatic
-// headroom, W-b's refund waits for approval, which is approved through C
-// and executes once when the agent resumes through A, and resuming again
-// through B changes nothing. Every call to a system of record goes
-// through A here (see the package doc); TestApprovalAcrossThree has B and
-// C dispatch.
+// headroom, W-b's refund through B waits for approval, which is approved
+// through C and executes once when the agent resumes through A, and
+// resuming again through B changes nothing; a bundle activated through B
+// and C is the one A decides with next.
 func TestOneStoreAcrossThreeSidecars(t *testing.T) {
-	f := newFleet(t, 3, false)
+	f := newFleet(t, 3)
 	a, b, c := f.procs[0], f.procs[1], f.procs[2]
 	rep, lead, ops := f.tokens["rep-ana"], f.tokens["lead-dee"], f.tokens["ops-ida"]
 
@@ -50,9 +49,9 @@ func TestOneStoreAcrossThreeSidecars(t *testing.T) {
 	if s.Status != "done" {
 		t.Fatalf("the first $49 refund: %+v, want done", s)
 	}
-	a.call(t, rep, http.MethodPost, "/v1/workflows/W-b/steps", refund49, http.StatusAccepted, &s)
+	b.call(t, rep, http.MethodPost, "/v1/workflows/W-b/steps", refund49, http.StatusAccepted, &s)
 	if s.Status != "waiting_approval" || s.Rule != "R7-refund-needs-approval" || s.Approval == nil {
-		t.Fatalf("the second $49 refund on O-1001: %+v; want waiting_approval under R7", s)
+		t.Fatalf("the second $49 refund on O-1001, through B: %+v; want waiting_approval under R7, as A spent the order's automatic headroom", s)
 	}
 	// A reader waiting on B (?wait=60s) is woken by the approval C
 	// commits, long before its wait ends: the client gives up at 30s.
@@ -159,10 +158,9 @@ const refund49 = `{"tool":"issue_refund","args":{"order":"O-1001","amount":4900}
 
 // TestApprovalAcrossThree: an approval requested through A, approved
 // through B, executes once when the agent resumes through C, and not again
-// when it resumes through A. C dispatches, so it needs the fleet's shared
-// keys.
+// when it resumes through A. C dispatches, with the fleet's shared keys.
 func TestApprovalAcrossThree(t *testing.T) {
-	f := newFleet(t, 3, true)
+	f := newFleet(t, 3)
 	a, b, c := f.procs[0], f.procs[1], f.procs[2]
 	rep, lead := f.tokens["rep-ana"], f.tokens["lead-dee"]
 	a.call(t, rep, http.MethodPost, "/v1/workflows", `{"id":"W-x","ticket":"T-x"}`, http.StatusCreated, nil)
@@ -187,9 +185,9 @@ func TestApprovalAcrossThree(t *testing.T) {
 // TestFiftyRefundsSpreadOverThree: 50 concurrent $49 refunds on one order,
 // spread over three sidecars, one workflow each: exactly one is done, the
 // other 49 wait for approval, and the ledger has one entry. Whichever
-// sidecar wins dispatches, so it needs the fleet's shared keys.
+// sidecar wins dispatches, with the fleet's shared keys.
 func TestFiftyRefundsSpreadOverThree(t *testing.T) {
-	f := newFleet(t, 3, true)
+	f := newFleet(t, 3)
 	rep := f.tokens["rep-ana"]
 	const n = 50
 	statuses := make([]string, n)
