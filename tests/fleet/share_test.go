@@ -117,7 +117,18 @@ func TestOneStoreAcrossThreeSidecars(t *testing.T) {
 // upload sends the embedded bundle name to POST /v1/bundles{query}.
 func (p *proc) upload(t *testing.T, token, name, query string, want int) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, p.ep.Sidecar+"/v1/bundles"+query, bytes.NewReader(archive(t, name)))
+	p.post(t, token, query, archive(t, name), want)
+}
+
+// uploadArchive sends a bundle's .tar.gz to POST /v1/bundles.
+func (p *proc) uploadArchive(t *testing.T, token string, archive []byte, want int) {
+	t.Helper()
+	p.post(t, token, "", archive, want)
+}
+
+func (p *proc) post(t *testing.T, token, query string, archive []byte, want int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.ep.Sidecar+"/v1/bundles"+query, bytes.NewReader(archive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +141,7 @@ func (p *proc) upload(t *testing.T, token, name, query string, want int) {
 	defer res.Body.Close()
 	if res.StatusCode != want {
 		b, _ := io.ReadAll(res.Body)
-		t.Fatalf("upload %s%s: %d %s, want %d", name, query, res.StatusCode, b, want)
+		t.Fatalf("upload%s: %d %s, want %d", query, res.StatusCode, b, want)
 	}
 }
 
