@@ -23,6 +23,7 @@ import (
 type serveFlags struct {
 	dev           bool
 	data          string
+	storeURL      string
 	listen        string
 	bundle        string
 	agent         string
@@ -31,6 +32,7 @@ type serveFlags struct {
 	issuer        string
 	issuerJWKS    string
 	policyTimeout time.Duration
+	leaseTTL      time.Duration
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
@@ -48,7 +50,7 @@ type testHooks struct {
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve (--dev | --agent ID --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR",
+		Use:   "serve (--dev | --agent ID --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR [--store postgres://...]",
 		Short: "Run the sidecar (with --dev: with the ledger, the order system and a dev identity provider)",
 		Long: `Run the countersign sidecar until SIGTERM or SIGINT, then shut down cleanly.
 
@@ -70,7 +72,17 @@ identity provider on loopback ports, loads the embedded bundle p1 (or
 --bundle PATH) and the Quillfeather fixture, and writes DIR/dev-endpoints.json
 and DIR/dev-tokens.json (a bearer token valid 24 h for every fixture person).
 All state stays under DIR: a restarted sidecar finds the ledger, the order
-system and its workflows as they were.`,
+system and its workflows as they were.
+
+With --store postgres://... the store (workflows, approvals, caps, the
+decision log, the audit, bundles, switches and modes) is that PostgreSQL
+database, its schema created or migrated at start, and every sidecar given
+the same URL shares it: a fleet. --data stays this sidecar's own directory
+(its PID file; with --dev the simulators and the identity provider). A
+first sidecar may run --dev --store URL; others join with the production
+flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
+--store. Every sidecar of the fleet, the first included, takes the same
+--key-file, which seals the fleet's signing keys in the database.`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -79,6 +91,8 @@ system and its workflows as they were.`,
 	}
 	cmd.Flags().BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
 	cmd.Flags().StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
+	cmd.Flags().StringVar(&f.storeURL, "store", "", "a postgres:// URL: keep the state in that PostgreSQL database, shared by a fleet of sidecars (default: bbolt under --data)")
+	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "with --store: how long a workflow stays leased to a sidecar that stopped renewing it (was killed) before another takes it over")
 	cmd.Flags().StringVar(&f.listen, "listen", stack.DefaultListen, "sidecar listen address")
 	cmd.Flags().StringVar(&f.bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
 	cmd.Flags().StringVar(&f.agent, "agent", "", "the agent this sidecar speaks for, the act.sub of every actor token (required without --dev; --dev default "+devstack.AgentID+")")
@@ -104,8 +118,8 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	if f.dev && f.verificationKey != "" {
 		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
 	}
-	if f.dev && f.keyFile != "" {
-		return errors.New("--key-file is for a fleet of sidecars on a shared store: --dev keeps its signing keys under --data")
+	if f.dev && f.keyFile != "" && f.storeURL == "" {
+		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -173,9 +187,13 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 
 // startDev runs the dev stack and writes its endpoints and tokens.
 func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+	kek, err := f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
+	if err != nil {
+		return nil, err
+	}
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
-		DataDir: f.data, Listen: f.listen, Agent: f.agent, Logger: log, Failpoint: h.failpoint, Controls: h.controls,
-		Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
+		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
 	})
 	if err != nil {
 		return nil, err
@@ -244,7 +262,7 @@ func (f serveFlags) production() (stack.Options, error) {
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
-	return stack.Options{DataDir: f.data, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
+	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
 		BundleVerifier: verifier, KeyEncryptionKey: kek}, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
@@ -41,6 +42,15 @@ import (
 // Options configure a dev stack. DataDir is required.
 type Options struct {
 	DataDir string
+	// StoreURL, when set, puts the sidecar's store in that PostgreSQL
+	// database (stack.Options.StoreURL); the simulators, the identity
+	// provider and the keys stay under DataDir.
+	StoreURL string
+	// LeaseTTL: see stack.Options.
+	LeaseTTL time.Duration
+	// KeyEncryptionKey seals the fleet's signing keys in the shared store
+	// (StoreURL): see stack.Options.
+	KeyEncryptionKey *credential.KeyEncryptionKey
 	// Listen is the sidecar's address. Default stack.DefaultListen.
 	Listen string
 	// Agent is the act.sub of every actor token. Default AgentID.
@@ -135,7 +145,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("devstack: DataDir is required")
 	}
-	res, err := stack.Reserve(o.DataDir, o.Listen)
+	res, err := stack.ReserveStore(ctx, o.DataDir, o.StoreURL, o.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +177,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		timeout = InProcessPolicyTimeout
 	}
 	return stack.Options{
-		DataDir: o.DataDir, Agent: agent,
+		DataDir: o.DataDir, StoreURL: o.StoreURL, LeaseTTL: o.LeaseTTL, KeyEncryptionKey: o.KeyEncryptionKey, Agent: agent,
 		LedgerURL: st.Endpoints.Ledger, OrdersURL: st.Endpoints.Orders, Issuers: st.issuers,
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,

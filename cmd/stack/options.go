@@ -31,8 +31,18 @@ const (
 // Options configure a production sidecar. DataDir, Agent, LedgerURL,
 // OrdersURL and Issuers are required; everything else has a default.
 type Options struct {
-	// DataDir holds the store (StoreFile), the signing keys and PIDFile.
+	// DataDir holds the store (StoreFile) unless StoreURL is set, the
+	// signing keys and PIDFile.
 	DataDir string
+	// StoreURL, when set, is the PostgreSQL database (a postgres:// URL)
+	// that holds the store, shared by every sidecar of a fleet; its schema
+	// is created or migrated at start. Empty: bbolt under DataDir.
+	StoreURL string
+	// LeaseTTL is how long a sidecar on StoreURL holds a workflow it
+	// drives without renewing (engine.Leases): a killed sidecar's
+	// workflows are taken over by the others after it. Default
+	// engine.DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// Listen is the sidecar's address. Default DefaultListen.
 	Listen string
 	// Agent is the agent this sidecar speaks for: the act.sub of every
@@ -106,6 +116,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.Issuers) == 0 {
 		errs = append(errs, errors.New("option Issuers needs at least one trusted identity provider"))
+	}
+	if o.LeaseTTL < 0 {
+		errs = append(errs, fmt.Errorf("LeaseTTL %s must not be negative", o.LeaseTTL))
 	}
 	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,7 +54,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := Reserve(o.DataDir, o.Listen)
+	r, err := ReserveStore(ctx, o.DataDir, o.StoreURL, o.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +210,25 @@ func newSystems(o Options, minter *credential.Authority) (*systems.Systems, erro
 	})
 }
 
+// SharedStorePoll is how often a reader waiting for a workflow to change
+// (?wait=) reads it again on a store several sidecars share, where a
+// change committed by another sidecar wakes nobody here.
+const SharedStorePoll = 200 * time.Millisecond
+
+// newEngine, on a store several sidecars share (StoreURL), follows the
+// bundle any of them activates in each decision transaction, polls for
+// the changes the others commit, and drives a workflow only under its
+// lease.
 func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
-	return engine.New(engine.Options{
+	opts := engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
-	})
+	}
+	if o.StoreURL != "" {
+		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll
+		opts.Leases = &engine.Leases{Holder: engine.NewHolder(), TTL: o.LeaseTTL}
+	}
+	return engine.New(opts)
 }
 
 // newReconcile compares the store's steps with the ledger's entries and
@@ -251,6 +266,9 @@ func (st *Stack) serve(o Options, m metrics) {
 	sctx, cancel := context.WithCancel(context.Background())
 	st.cancel, st.served = cancel, make(chan error, 1)
 	go func() { st.served <- st.Server.Serve(sctx, st.ln) }()
+	if o.StoreURL != "" {
+		go st.Engine.SweepEvery(sctx, sweepEvery(o.LeaseTTL))
+	}
 	if !o.Background {
 		return
 	}
@@ -262,11 +280,27 @@ func (st *Stack) serve(o Options, m metrics) {
 	go st.Monitor.Run(sctx, MonitorEvery)
 }
 
+// sweepEvery is how often a sidecar on a shared store looks for expired
+// leases: twice per TTL, so a dead sidecar's workflows wait at most about
+// one and a half TTLs.
+func sweepEvery(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = engine.DefaultLeaseTTL
+	}
+	return ttl / 2
+}
+
 // resume finishes what a crash may have left between decision and record.
 // Only a crash test's failpoint ends the start; anything else the next
-// resume or a person resolves.
+// resume or a person resolves. On a shared store it takes over only the
+// workflows whose lease expired (engine.Sweep): the others are driven by
+// live sidecars.
 func (st *Stack) resume(ctx context.Context, o Options) error {
-	err := st.Engine.ResumeAll(ctx)
+	resume := st.Engine.ResumeAll
+	if o.StoreURL != "" {
+		resume = st.Engine.Sweep
+	}
+	err := resume(ctx)
 	if err == nil || errors.Is(err, engine.ErrCrashed) {
 		return err
 	}

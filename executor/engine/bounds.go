@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -206,7 +207,11 @@ func (e *Engine) endPastDeadline(wfID string) error {
 	})
 }
 
-func (e *Engine) endPastDeadlineLocked(wfID string) error {
-	defer e.lock(wfID)()
+func (e *Engine) endPastDeadlineLocked(ctx context.Context, wfID string) error {
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return e.endPastDeadline(wfID)
 }

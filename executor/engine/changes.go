@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // changes wakes the readers waiting for a workflow to change (Await). A
@@ -88,7 +89,10 @@ func (c *changes) readers() int {
 // Snapshot reads them.
 //
 // The reader is registered before the workflow is first read, so a change
-// committed between that read and the wait still wakes it.
+// committed between that read and the wait still wakes it. On a store
+// several sidecars share (Options.PollChanges) the reader also reads the
+// workflow again every period, so a change another sidecar committed is
+// seen within one period.
 func (e *Engine) Await(ctx context.Context, p Person, id string) (snap Snapshot, changed bool, err error) {
 	ch := e.changes.watch(id)
 	defer e.changes.unwatch(id, ch)
@@ -97,12 +101,19 @@ func (e *Engine) Await(ctx context.Context, p Person, id string) (snap Snapshot,
 	if err != nil {
 		return base, false, err
 	}
+	var poll <-chan time.Time // nil: never, unless the store is shared
+	if e.poll > 0 {
+		t := time.NewTicker(e.poll)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			snap, err := e.Snapshot(context.WithoutCancel(ctx), p, id)
 			return snap, false, err
 		case <-next:
+		case <-poll:
 		}
 		next = e.changes.next(ch)
 		snap, err := e.Snapshot(ctx, p, id)

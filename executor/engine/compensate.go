@@ -25,9 +25,13 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 	if err := checkComment(comment); err != nil {
 		return store.Approval{}, err
 	}
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Approval{}, err
+	}
+	defer release()
 	var a store.Approval
-	err := e.db.Update(func(tx *store.Tx) error {
+	err = e.db.Update(func(tx *store.Tx) error {
 		a = store.Approval{} // this may run more than once
 		w, s, err := e.compensable(tx, wfID, n)
 		if err != nil {
@@ -73,10 +77,14 @@ func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comm
 	if err := checkComment(comment); err != nil {
 		return store.Step{}, err
 	}
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	var w store.Workflow
 	var s store.Step
-	err := e.db.View(func(tx *store.Tx) (err error) {
+	err = e.db.View(func(tx *store.Tx) (err error) {
 		if w, s, err = e.compensable(tx, wfID, n); err != nil {
 			return err
 		}

@@ -60,6 +60,52 @@
 // where the approval is consumed only if it is approved, unexpired and bound
 // to exactly this call.
 //
+// # A fleet on one store
+//
+// Several sidecars may share one PostgreSQL store (cmd/stack StoreURL).
+// Two of them can never spend the same headroom: the decision and the
+// reservation commit in one transaction, and PostgreSQL runs it
+// SERIALIZABLE (executor/store): each of two concurrent decisions reads
+// the totals (order, rep's day, agent's hour) the other then writes, so
+// one of them fails to commit, runs again from its first read, and decides
+// on the totals the winner left. No total is cached outside a
+// transaction, and the verdict made before the writer (verdict.go) is
+// used only if the transaction reads the same facts. Switches, modes,
+// breaker trips and approvals are read in the transaction too, so a change
+// through any sidecar applies to the next decision everywhere; the audit
+// chain's last hash is read there as well, so concurrent writers extend one
+// chain.
+//
+// The active bundle is the one thing a decision takes from memory (the
+// compiled policy). With Options.Follow, each decision transaction reads
+// the store's active digest (one key) and, when another sidecar activated
+// a newer bundle, drops the transaction, loads that bundle and decides
+// again: no decision commits under a bundle superseded before it
+// committed, as the read of the digest makes the decision and the
+// activation conflict under SERIALIZABLE. The readers waiting for a
+// workflow to change (Await) are woken by this engine's commits; with
+// Options.PollChanges they also read the workflow again every period, so
+// another sidecar's change reaches them within it. Polling, not
+// PostgreSQL's LISTEN/NOTIFY: a notification would need a connection per
+// sidecar held outside the pool, re-subscribed after every reconnect (a
+// change missed meanwhile is a reader that never wakes), and a NOTIFY
+// sent from inside the store's transactions, which speak only buckets and
+// keys; polling costs one read of the workflow per waiting reader per
+// period and cannot miss a change.
+//
+// The per-workflow locks are in-process. With Options.Leases a workflow is
+// also driven by one sidecar at a time (lease.go): whoever proposes,
+// amends, runs, resumes, ratifies or reverses a step first takes the
+// workflow's lease in the store (holder: the sidecar's random id per
+// process start; an expiry), renews it every TTL/3 while it works (a
+// dispatch may outlast a TTL) and deletes it once its last write is
+// durable. A request that finds the lease held by another live sidecar
+// polls until it is free, bounded by its context (ErrLeaseHeld). A sidecar
+// killed leaves its leases to expire; Sweep, run at start and every TTL/2
+// in every sidecar of the fleet, resumes the workflows of expired leases,
+// resolving started steps by the same lookup rules as a restart. On bbolt
+// there is one process, and no lease: no store round trip is added.
+//
 // # Controls
 //
 // Every control above has a switch in Controls, all on by default. Nothing

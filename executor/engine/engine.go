@@ -183,6 +183,23 @@ type Options struct {
 	// switch change and compensation in the same transaction as the change.
 	// Optional only for unit tests.
 	Audit *audit.Log
+	// Follow, when set, is for a store that several sidecars share: every
+	// decision transaction reads the store's active bundle digest, and
+	// when it is not the bundle Policy holds, the transaction is dropped,
+	// Follow loads the store's active bundle into Policy, and the decision
+	// is made again. So no decision is made under a bundle another
+	// sidecar superseded before the decision committed. Nil (one sidecar,
+	// which activates its bundles itself): no check.
+	Follow func(ctx context.Context) error
+	// PollChanges, when positive, is how often Await reads the workflow
+	// again while it waits, for a store that several sidecars share: a
+	// change committed by another sidecar wakes no reader here. Zero: only
+	// this engine's own commits wake readers.
+	PollChanges time.Duration
+	// Leases, when set, is for a store that several sidecars share: a
+	// workflow is driven by one of them at a time, under a lease in the
+	// store (lease.go). Nil (one sidecar): the in-process locks suffice.
+	Leases *Leases
 }
 
 // Observer is told of each outcome as it is recorded.
@@ -218,6 +235,9 @@ type Engine struct {
 	audit    *audit.Log
 	locks    workflowLocks
 	changes  changes
+	follow   func(context.Context) error
+	poll     time.Duration
+	leases   *Leases
 }
 
 // New returns an engine over opts.
@@ -225,7 +245,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
 		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
-		controls: DefaultControls(),
+		controls: DefaultControls(), follow: opts.Follow, poll: opts.PollChanges,
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls
@@ -245,6 +265,16 @@ func New(opts Options) *Engine {
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
+	}
+	if opts.Leases != nil {
+		l := *opts.Leases
+		if l.TTL <= 0 {
+			l.TTL = DefaultLeaseTTL
+		}
+		if l.Holder == "" {
+			l.Holder = NewHolder()
+		}
+		e.leases = &l
 	}
 	return e
 }
@@ -283,6 +313,3 @@ func approvalRecord(actor string, a store.Approval) audit.Record {
 func (e *Engine) RecordEvent(ctx context.Context, r audit.Record) error {
 	return e.db.Update(func(tx *store.Tx) error { return e.auditTx(tx, r) })
 }
-
-// lock serializes the steps of one workflow in this process.
-func (e *Engine) lock(wf string) func() { return e.locks.lock(wf) }

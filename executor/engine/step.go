@@ -65,7 +65,11 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil {
 		return store.Step{}, err
 	}
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	start := time.Now()
 	pl, err := e.plan(ctx, p, wfID, name, args, claimed)
 	if err != nil {
@@ -74,7 +78,7 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err := e.endPastDeadline(wfID); err != nil {
 		return store.Step{}, err
 	}
-	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, &pl.v, func(tx *store.Tx) (reservation, error) {
 		return e.admitAndReserve(ctx, tx, p, wfID, name, args, claimed, pl)
 	})
 	if err != nil {
@@ -203,7 +207,11 @@ func (u *undecided) Unwrap() error { return u.err }
 // Amend replaces the arguments of a step that has not started. An approval
 // bound to the old call stays on the step only to be voided at its next run.
 func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (store.Step, error) {
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	args, claimed, err := e.amendedArgs(ctx, p, wfID, n, raw)
 	if err != nil {
 		return store.Step{}, err
@@ -382,7 +390,7 @@ func (e *Engine) ResumeAll(ctx context.Context) error {
 }
 
 func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *Person) error {
-	if err := e.endPastDeadlineLocked(wfID); err != nil {
+	if err := e.endPastDeadlineLocked(ctx, wfID); err != nil {
 		return err
 	}
 	var steps []store.Step
@@ -411,7 +419,11 @@ func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *
 }
 
 func (e *Engine) runLocked(ctx context.Context, wfID string, n int, by *Person) (store.Step, error) {
-	defer e.lock(wfID)()
+	release, err := e.lock(ctx, wfID)
+	if err != nil {
+		return store.Step{}, err
+	}
+	defer release()
 	return e.run(ctx, wfID, n, by)
 }
 
@@ -444,7 +456,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 		return s, err
 	}
 	v := e.preDecide(ctx, w, s, f)
-	r, err := batch(e.db, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, &v, func(tx *store.Tx) (reservation, error) {
 		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {
@@ -552,6 +564,49 @@ func batch[T any](db *store.DB, fn func(*store.Tx) (T, error)) (T, error) {
 	return out, err
 }
 
+// staleBundle is a decision transaction that found the store's active
+// bundle is not the one the policy holds: another sidecar activated one.
+type staleBundle struct{ digest string }
+
+func (s *staleBundle) Error() string {
+	return "the store's active bundle is " + s.digest + ", not the one this sidecar holds"
+}
+
+// maxFollows bounds how often one decision follows a newly activated
+// bundle before giving up (activations faster than decisions).
+const maxFollows = 3
+
+// decideBatch runs fn, a decision transaction, in a batch; when fn finds
+// the store's active bundle newer than the policy's (staleBundle, only
+// with Options.Follow), it loads that bundle, forgets the verdict *v made
+// under the old one, and runs fn again.
+func (e *Engine) decideBatch(ctx context.Context, v *verdict, fn func(*store.Tx) (reservation, error)) (reservation, error) {
+	for follows := 0; ; follows++ {
+		r, err := batch(e.db, fn)
+		var sb *staleBundle
+		if !errors.As(err, &sb) || follows == maxFollows {
+			return r, err
+		}
+		if err := e.follow(ctx); err != nil {
+			return r, fmt.Errorf("follow the fleet's active bundle %s: %w", sb.digest, err)
+		}
+		v.ok = false // decided under the old bundle: decide again inside
+	}
+}
+
+// stale returns a *staleBundle when the store records another bundle as
+// active than the policy holds, with Options.Follow; nil otherwise.
+func (e *Engine) stale(tx *store.Tx) error {
+	if e.follow == nil {
+		return nil
+	}
+	d := tx.ActiveDigest()
+	if b := e.policy.Active(); d == "" || (b != nil && b.Digest() == d) {
+		return nil
+	}
+	return &staleBundle{digest: d}
+}
+
 // decideAndReserve decides step n afresh under the lock of its write
 // transaction, logs the decision and acts on it: an allowed call is
 // reserved (write-ahead), a denied one ends, one that needs an approval
@@ -566,6 +621,9 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 	default:
 		return r, nil // another run got here first
+	}
+	if err := e.stale(tx); err != nil {
+		return r, err
 	}
 	now := v.now
 	if e.controls.CheckSwitchAtExecution && !tx.Switch(string(r.step.Tool)) {

@@ -190,6 +190,12 @@ func (s *Service) Rollback(ctx context.Context, digest, by string) (store.Bundle
 }
 
 func (s *Service) activate(ctx context.Context, b *policy.Bundle, a policy.Activation) (store.BundleRecord, policy.Report, error) {
+	// The gate compares b with the bundle it replaces: on a store several
+	// sidecars share, that is the one the store records, which another
+	// sidecar may have activated since this one loaded its own.
+	if err := s.Follow(ctx); err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
+	}
 	// A bundle the replay cannot evaluate (a forbidden built-in, a
 	// deadline) is the gate's to refuse and record; it gets no impact.
 	if imp, err := s.replay(ctx, b); err == nil {
@@ -218,6 +224,21 @@ func (s *Service) replay(ctx context.Context, b *policy.Bundle) (impact.Report, 
 // ActivateBundle is Activate for a bundle already loaded (dev mode, tests).
 func (s *Service) ActivateBundle(ctx context.Context, b *policy.Bundle, a policy.Activation) (policy.Report, error) {
 	return s.policy.Activate(ctx, b, a)
+}
+
+// Follow loads the bundle the store records as active when it is not the
+// one the policy holds (another sidecar on the same store activated it);
+// otherwise it does nothing. On a store no bundle was activated in, it does
+// nothing either.
+func (s *Service) Follow(ctx context.Context) error {
+	var digest string
+	if err := s.db.View(func(tx *store.Tx) error { digest = tx.ActiveDigest(); return nil }); err != nil {
+		return err
+	}
+	if b := s.policy.Active(); digest == "" || (b != nil && b.Digest() == digest) {
+		return nil
+	}
+	return s.Restore(ctx)
 }
 
 // Restore loads the bundle the history records as active. It reports

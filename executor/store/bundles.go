@@ -31,6 +31,11 @@ func (t *Tx) AppendBundle(rec BundleRecord, blob []byte) (BundleRecord, error) {
 		return BundleRecord{}, err
 	}
 	rec.Seq = seq
+	if rec.Status == BundleActive {
+		if err := t.bucket(bMeta).Put(metaActiveBundle, []byte(rec.Digest)); err != nil {
+			return BundleRecord{}, err
+		}
+	}
 	if rec.Failures == nil {
 		rec.Failures = []BundleFailure{}
 	}
@@ -54,6 +59,30 @@ func (t *Tx) Bundles() ([]BundleRecord, error) {
 		return nil
 	})
 	return out, err
+}
+
+// metaActiveBundle, in the meta bucket, is the active bundle's digest:
+// what ActiveDigest reads in one key.
+var metaActiveBundle = []byte("active_bundle")
+
+// ActiveDigest returns the active bundle's digest, or "" when no bundle
+// was ever activated. It reads one key, so a decision can check in its own
+// transaction that it decides with the fleet's active bundle; a store
+// whose last activation predates that key is read through its history.
+func (t *Tx) ActiveDigest() string {
+	if d := t.bucket(bMeta).Get(metaActiveBundle); d != nil {
+		return string(d)
+	}
+	all, err := t.Bundles()
+	if err != nil {
+		return ""
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Status == BundleActive {
+			return all[i].Digest
+		}
+	}
+	return ""
 }
 
 // ActiveBundle returns the active record and its bundle bytes, or ErrNotFound.

@@ -148,6 +148,12 @@ func TestStepByCall(t *testing.T) {
 func TestBundlesSupersede(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		db := open(t)
+		db.View(func(tx *store.Tx) error {
+			if d := tx.ActiveDigest(); d != "" {
+				t.Errorf("a fresh store's active digest is %q, want none", d)
+			}
+			return nil
+		})
 		mustUpdate(t, db, func(tx *store.Tx) error {
 			for _, r := range []store.BundleRecord{
 				{Revision: "p1", Digest: "d1", Status: store.BundleActive, By: "ops-ida", At: t0},
@@ -173,6 +179,9 @@ func TestBundlesSupersede(t *testing.T) {
 			rec, blob, err := tx.ActiveBundle()
 			if err != nil || rec.Revision != "p3" || string(blob) != "bytes-d3" {
 				t.Errorf("active = %v %q %v", rec.Revision, blob, err)
+			}
+			if d := tx.ActiveDigest(); d != "d3" {
+				t.Errorf("active digest %q, want d3 (a rejected bundle does not count)", d)
 			}
 			return nil
 		})
