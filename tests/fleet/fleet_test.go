@@ -91,12 +91,12 @@ func (f *fleet) startFirst(t *testing.T, dir string, env []string) *proc {
 }
 
 // join starts a sidecar with the production flags against the first
-// sidecar's systems and identity provider.
-func (f *fleet) join(t *testing.T) *proc {
+// sidecar's systems and identity provider, with extra environment env.
+func (f *fleet) join(t *testing.T, env ...string) *proc {
 	t.Helper()
 	ep := f.first.ep
 	dir := t.TempDir()
-	p := f.start(t, dir, nil, "--agent", agent, "--ledger", ep.Ledger, "--orders", ep.Orders,
+	p := f.start(t, dir, env, "--agent", agent, "--ledger", ep.Ledger, "--orders", ep.Orders,
 		"--issuer", issuer, "--issuer-jwks", ep.IssuerJWKS, "--data", dir)
 	p.ep = ep
 	p.ep.Sidecar = p.waitListening(t)

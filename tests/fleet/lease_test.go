@@ -107,3 +107,33 @@ func (p *proc) wantKilled(t *testing.T) {
 		t.Fatalf("process ended with %v, want death by SIGKILL", ee)
 	}
 }
+
+// A member of the fleet killed with a step dispatched and unrecorded leaves
+// its lease to expire; a surviving member's sweeper, with no one calling
+// resume, takes the workflow over and settles the step by its idempotency
+// key: paid once.
+func TestSurvivorTakesOverAKilledMember(t *testing.T) {
+	f := prepareFleet(t)
+	a := f.startFirst(t, t.TempDir(), nil)
+	b := f.join(t, "COUNTERSIGN_FAILPOINT=after_dispatch")
+	rep := f.tokens["rep-ana"]
+	b.call(t, rep, http.MethodPost, "/v1/workflows", `{"id":"W-b","ticket":"T-b"}`, http.StatusCreated, nil)
+	if status, err := b.do(rep, http.MethodPost, "/v1/workflows/W-b/steps", refund49, nil); err == nil {
+		t.Fatalf("the refund answered %d: sidecar B was to die at after_dispatch", status)
+	}
+	b.wantKilled(t)
+
+	a.until(t, "W-b taken over by the survivor", func() bool {
+		var wf struct{ Steps []step }
+		status, _ := a.do(rep, http.MethodGet, "/v1/workflows/W-b?wait=10s", "", &wf)
+		return status == http.StatusOK && len(wf.Steps) == 1 && wf.Steps[0].Status == "done"
+	})
+	if n := len(a.ledgerEntries(t, "O-1001")); n != 1 {
+		t.Errorf("%d refund entries on O-1001, want 1: the step B dispatched is paid once", n)
+	}
+	var verify struct{ OK bool }
+	a.call(t, f.tokens["ops-ida"], http.MethodGet, "/v1/audit/verify", "", http.StatusOK, &verify)
+	if !verify.OK {
+		t.Error("the audit chain does not verify")
+	}
+}
