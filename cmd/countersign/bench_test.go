@@ -16,7 +16,7 @@ func TestBenchHelpListsTheFlags(t *testing.T) {
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--agents", "--duration", "--baseline", "--sidecar", "--data", "--json"} {
+	for _, want := range []string{"--agents", "--duration", "--baseline", "--sidecar", "--data", "--store", "--sidecars", "--json"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench --help lacks %s:\n%s", want, out.String())
 		}

@@ -66,7 +66,7 @@ type pgStore struct {
 	opts PostgresOptions
 
 	committed atomic.Uint64
-	// retried counts attempts run again after a conflict (export_test.go).
+	// retried counts attempts run again after a conflict (DB.Retries).
 	retried atomic.Uint64
 
 	mu      sync.Mutex

@@ -49,6 +49,16 @@ func (db *DB) Commits() (uint64, error) {
 	return db.kv.commits()
 }
 
+// Retries counts the write attempts this DB ran again after a
+// serialization conflict or a deadlock (PostgreSQL); always 0 on bbolt,
+// which has one writer at a time. `countersign bench --store` reports it.
+func (db *DB) Retries() uint64 {
+	if s, ok := db.kv.(*pgStore); ok {
+		return s.retried.Load()
+	}
+	return 0
+}
+
 // Shared reports whether other processes may use the same store at once:
 // true on PostgreSQL, false on bbolt, whose file one process holds.
 func (db *DB) Shared() bool {

@@ -24,6 +24,8 @@ const (
 	RefundsPerOrder = 1000
 	// MaxAgents bounds one cell's concurrency.
 	MaxAgents = 1024
+	// MaxSidecars bounds Options.Sidecars' counts.
+	MaxSidecars = 16
 	// requestTimeout bounds every request the bench makes.
 	requestTimeout = 30 * time.Second
 )
@@ -45,6 +47,15 @@ type Options struct {
 	// keeps its files; it must be empty or absent. Empty: a temporary
 	// directory, removed at the end.
 	DataDir string
+	// Store, a postgres:// URL, puts the in-process sidecars' store on
+	// PostgreSQL: for each count of Options.Sidecars the bench creates a
+	// fresh database on that server (CREATE DATABASE, so the URL's role
+	// needs CREATEDB), starts that many sidecars on it sharing one ledger,
+	// order system and identity provider, runs every agent count, and
+	// drops the database. The URL's own database is only connected to.
+	Store string
+	// Sidecars lists the sidecar counts, with Store only. Default [1].
+	Sidecars []int
 	// Progress receives a line per cell. Default: discard.
 	Progress io.Writer
 	// Logger receives the in-process stack's logs. Default: discard.
@@ -62,6 +73,7 @@ func (o Options) Validate() error {
 	if o.Duration < 0 {
 		errs = append(errs, fmt.Errorf("%w: the duration must be positive, not %v", ErrOptions, o.Duration))
 	}
+	errs = append(errs, o.validateStore()...)
 	if o.Sidecar != "" {
 		if err := loopback(o.Sidecar); err != nil {
 			errs = append(errs, err)
@@ -74,6 +86,32 @@ func (o Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateStore reports the problems of Store and Sidecars.
+func (o Options) validateStore() []error {
+	var errs []error
+	if o.Store == "" {
+		if len(o.Sidecars) > 0 {
+			errs = append(errs, fmt.Errorf("%w: --sidecars needs --store postgres://...: on bbolt one sidecar holds the file", ErrOptions))
+		}
+		return errs
+	}
+	if u, err := url.Parse(o.Store); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		errs = append(errs, fmt.Errorf("%w: --store must be a postgres:// URL", ErrOptions))
+	}
+	if o.Sidecar != "" {
+		errs = append(errs, fmt.Errorf("%w: --store starts sidecars in this process; drop --sidecar or --store", ErrOptions))
+	}
+	if o.Baseline {
+		errs = append(errs, fmt.Errorf("%w: --baseline runs on the bbolt stack; run it without --store", ErrOptions))
+	}
+	for _, k := range o.Sidecars {
+		if k < 1 || k > MaxSidecars {
+			errs = append(errs, fmt.Errorf("%w: a sidecar count must be 1 to %d, not %d", ErrOptions, MaxSidecars, k))
+		}
+	}
+	return errs
 }
 
 // loopback checks that raw is an http URL of this machine.
@@ -97,6 +135,9 @@ func (o Options) withDefaults() Options {
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration
 	}
+	if o.Store != "" && len(o.Sidecars) == 0 {
+		o.Sidecars = []int{1}
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -113,6 +154,9 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 		return nil, err
 	}
 	o = o.withDefaults()
+	if o.Store != "" {
+		return runFleets(ctx, o)
+	}
 	tg, cleanup, err := openTarget(ctx, o)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"the defaults are valid", bench.Options{}, nil},
 		{"an agent count of zero is refused", bench.Options{Agents: []int{0}}, []error{bench.ErrOptions}},
 		{"a sidecar elsewhere is refused", bench.Options{Sidecar: "http://10.0.0.1:8080", DataDir: "d"}, []error{bench.ErrNotLoopback}},
+		{"sidecar counts without a store are refused", bench.Options{Sidecars: []int{2}}, []error{bench.ErrOptions}},
+		{"a store that is not a postgres URL, with the baseline and a sidecar count of zero, is refused",
+			bench.Options{Store: "mysql://x", Baseline: true, Sidecars: []int{0}}, []error{bench.ErrOptions}},
 		{"a sidecar without its data directory, with the baseline, is refused twice",
 			bench.Options{Sidecar: "http://127.0.0.1:8080", Baseline: true}, []error{bench.ErrOptions, bench.ErrBaselineOutOfProcess}},
 	}

@@ -15,17 +15,21 @@ type tally struct {
 	problems map[string]int
 	propose  []time.Duration
 	total    []time.Duration
-	renewed  int // orders added during the cell
+	renewed  int         // orders added during the cell
+	doneBy   map[int]int // done steps per sidecar slot
 	err      error
 }
 
-func (x *tally) record(o outcome) {
+func newTally() *tally { return &tally{problems: map[string]int{}, doneBy: map[int]int{}} }
+
+func (x *tally) record(slot int, o outcome) {
 	x.requests++
 	if o.problem != "" {
 		x.problems[o.problem]++
 		return
 	}
 	x.done++
+	x.doneBy[slot]++
 	x.propose = append(x.propose, o.propose)
 	if o.total > 0 {
 		x.total = append(x.total, o.total)
@@ -37,6 +41,9 @@ func (x *tally) merge(y *tally) {
 	x.done += y.done
 	for k, v := range y.problems {
 		x.problems[k] += v
+	}
+	for k, v := range y.doneBy {
+		x.doneBy[k] += v
 	}
 	x.propose = append(x.propose, y.propose...)
 	x.total = append(x.total, y.total...)
@@ -51,6 +58,7 @@ type counters struct {
 	at      time.Time
 	cpu     time.Duration
 	commits map[string]uint64
+	retries uint64 // summed over the sidecars' stores
 }
 
 func (t *target) read() (counters, error) {
@@ -63,6 +71,9 @@ func (t *target) read() (counters, error) {
 		return c, fmt.Errorf("bench: getrusage: %w", err)
 	}
 	c.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, db := range t.stores {
+		c.retries += db.Retries()
+	}
 	var err error
 	c.commits, err = t.commits()
 	return c, err
@@ -80,7 +91,7 @@ func runCell(ctx context.Context, o Options, t *target, n int, sys system) (Row,
 		return Row{}, err
 	}
 	deadline := before.at.Add(o.Duration)
-	all := &tally{problems: map[string]int{}}
+	all := newTally()
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
@@ -106,13 +117,13 @@ func runCell(ctx context.Context, o Options, t *target, n int, sys system) (Row,
 	if err != nil {
 		return Row{}, err
 	}
-	return makeRow(sys.name(), n, all, before, after, t.stack != nil), nil
+	return makeRow(t, sys.name(), n, all, before, after), nil
 }
 
 // drive is one agent's loop: steps until the deadline, a fresh order every
 // RefundsPerOrder refunds.
 func drive(ctx context.Context, t *target, sys system, a *agent, deadline time.Time) *tally {
-	x := &tally{problems: map[string]int{}}
+	x := newTally()
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		if a.left == 0 {
 			if x.err = t.renewOrder(ctx, a); x.err != nil {
@@ -121,7 +132,7 @@ func drive(ctx context.Context, t *target, sys system, a *agent, deadline time.T
 			x.renewed++
 		}
 		a.left--
-		x.record(sys.step(ctx, t, a))
+		x.record(a.slot, sys.step(ctx, t, a))
 	}
 	return x
 }

@@ -50,6 +50,30 @@
 //     whole stack plus the bench's own HTTP clients; out of process it is
 //     unknown.
 //
+// # On PostgreSQL, with several sidecars
+//
+// With Options.Store (`--store postgres://...`) the sidecars' store is
+// PostgreSQL, as a fleet runs (issue 15). For each count of
+// Options.Sidecars (`--sidecars 1,2,3`) the bench creates a fresh database
+// on the URL's server (CREATE DATABASE countersign_bench_<run>_<k>; the
+// role needs CREATEDB), starts k sidecars in this process on it, and drops
+// it WITH (FORCE) when that count's cells are done: every sidecar count
+// starts on an empty database, its agent counts then run one after the
+// other on it, as they do on one bbolt file. The first sidecar is a dev
+// stack with the ledger, the order system and the identity provider; the
+// others join it with the production wiring (cmd/stack), all minting with
+// one fresh key-encryption key's fleet keys. Agent i talks to sidecar
+// i mod k.
+//
+// The figures differ from bbolt's: commits are each sidecar handle's own
+// (store.DB.Commits counts only its own on PostgreSQL) summed, plus the
+// ledger's and the order system's; the sidecars' serialization retries
+// (store.DB.Retries) are printed beside them; fsyncs per step do not
+// apply, since the server makes the WAL flushes, and print n/a rather
+// than a figure that would count only the simulators; CPU is this
+// process's, not the server's. The done steps per sidecar show the
+// spread.
+//
 // # The baseline
 //
 // With Options.Baseline the same agents, for the same duration and on the

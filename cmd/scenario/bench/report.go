@@ -45,7 +45,10 @@ type Params struct {
 // Row is one cell: a system with a number of agents.
 type Row struct {
 	System string `json:"system"` // "countersign" or "glue"
-	Agents int    `json:"agents"`
+	// Sidecars is how many sidecars shared the store on PostgreSQL
+	// (Options.Store); 0 for the single sidecar on bbolt.
+	Sidecars int `json:"sidecars,omitempty"`
+	Agents   int `json:"agents"`
 	// Seconds is the cell's wall time, first request to last answer.
 	Seconds float64 `json:"seconds"`
 	// Requests = Done + Other: every step attempted, each counted once.
@@ -64,8 +67,16 @@ type Row struct {
 	// Commits are the bbolt commits per file over the cell (the orders
 	// file less the bench's own order inserts); absent out of process.
 	Commits map[string]uint64 `json:"commits,omitempty"`
+	// Retries are the sidecars' write transactions run again after a
+	// serialization conflict on PostgreSQL, summed over the sidecars;
+	// absent on bbolt and out of process.
+	Retries *uint64 `json:"retries,omitempty"`
+	// DoneBySidecar counts the done steps per sidecar, in the order they
+	// were started, with several sidecars only.
+	DoneBySidecar []int `json:"done_by_sidecar,omitempty"`
 	// The figures below are null when the stack runs out of process (or
-	// when nothing was done: there is no step to divide by).
+	// when nothing was done: there is no step to divide by). FsyncsPerStep
+	// is null on PostgreSQL too: its flushes are the server's, not counted.
 	CommitsPerStep        *float64 `json:"commits_per_step"`
 	FsyncsPerStep         *float64 `json:"fsyncs_per_step"`
 	CPUSecondsPer1000Step *float64 `json:"cpu_seconds_per_1000_steps"`
@@ -97,7 +108,12 @@ func newReport(o Options, t *target) *Report {
 			Fsyncs: "unknown: the stack runs out of process",
 		},
 	}
-	if t.stack != nil {
+	switch {
+	case t.shared:
+		r.Params.Fsyncs = "not applicable (n/a): the sidecars' store is PostgreSQL, whose WAL flushes the server makes " +
+			"and this process cannot count; commits are counted per sidecar handle and summed (the ledger's and the " +
+			"order system's bbolt files are counted as commits, not fsyncs); CPU is this process's only, not the server's"
+	case t.stack != nil:
 		r.Params.Fsyncs = "2 per bbolt commit (data pages, then meta page); commits counted from each file's " +
 			"transaction id (sidecar store, ledger, orders), less the bench's own order inserts"
 	}
@@ -109,12 +125,21 @@ func newReport(o Options, t *target) *Report {
 	return r
 }
 
-// makeRow turns a cell's tally and counters into its row.
-func makeRow(sys string, n int, x *tally, before, after counters, inProcess bool) Row {
+// makeRow turns a cell's tally and counters on t into its row.
+func makeRow(t *target, sys string, n int, x *tally, before, after counters) Row {
 	secs := after.at.Sub(before.at).Seconds()
 	row := Row{
 		System: sys, Agents: n, Seconds: secs, Requests: x.requests, Done: x.done,
 		Other: x.requests - x.done, Outcomes: x.problems, Propose: percentiles(x.propose),
+	}
+	if t.shared {
+		row.Sidecars = len(t.sidecars)
+	}
+	if len(t.sidecars) > 1 {
+		row.DoneBySidecar = make([]int, len(t.sidecars))
+		for slot, d := range x.doneBy {
+			row.DoneBySidecar[slot] = d
+		}
 	}
 	if secs > 0 {
 		row.DonePerSec = float64(x.done) / secs
@@ -123,8 +148,12 @@ func makeRow(sys string, n int, x *tally, before, after counters, inProcess bool
 		l := percentiles(x.total)
 		row.CreatePropose = &l
 	}
-	if !inProcess || x.done == 0 {
+	if t.stack == nil || x.done == 0 {
 		return row
+	}
+	if t.shared {
+		retries := after.retries - before.retries
+		row.Retries = &retries
 	}
 	row.Commits = map[string]uint64{}
 	var sum uint64
@@ -136,9 +165,12 @@ func makeRow(sys string, n int, x *tally, before, after counters, inProcess bool
 		row.Commits[name], sum = d, sum+d
 	}
 	perStep := float64(sum) / float64(x.done)
-	fsyncs := 2 * perStep
 	cpu := (after.cpu - before.cpu).Seconds() * 1000 / float64(x.done)
-	row.CommitsPerStep, row.FsyncsPerStep, row.CPUSecondsPer1000Step = &perStep, &fsyncs, &cpu
+	row.CommitsPerStep, row.CPUSecondsPer1000Step = &perStep, &cpu
+	if !t.shared {
+		fsyncs := 2 * perStep
+		row.FsyncsPerStep = &fsyncs
+	}
 	return row
 }
 
@@ -159,7 +191,7 @@ func percentiles(samples []time.Duration) Latency {
 // add appends row and reports it on progress.
 func (r *Report) add(progress io.Writer, row Row) {
 	r.Rows = append(r.Rows, row)
-	fmt.Fprintf(progress, "%s, %s: %d done, %d other in %.1f s\n", row.System, agents(row.Agents), row.Done, row.Other, row.Seconds)
+	fmt.Fprintf(progress, "%s: %d done, %d other in %.1f s\n", row.label(), row.Done, row.Other, row.Seconds)
 }
 
 // ratios pairs each agent count's countersign and glue rows.
@@ -174,6 +206,19 @@ func (r *Report) ratios() {
 		if g, ok := glue[row.Agents]; ok && row.System == "countersign" && g > 0 {
 			r.Ratios = append(r.Ratios, Ratio{Agents: row.Agents, Countersign: row.DonePerSec, Glue: g, Ratio: row.DonePerSec / g})
 		}
+	}
+}
+
+// label names the row's cell: "countersign, 64 agents", or with a store
+// on PostgreSQL "countersign, 2 sidecars, 64 agents".
+func (row Row) label() string {
+	switch row.Sidecars {
+	case 0:
+		return row.System + ", " + agents(row.Agents)
+	case 1:
+		return row.System + ", 1 sidecar, " + agents(row.Agents)
+	default:
+		return fmt.Sprintf("%s, %d sidecars, %s", row.System, row.Sidecars, agents(row.Agents))
 	}
 }
 
@@ -202,9 +247,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		if l := row.CreatePropose; l != nil {
 			cp50, cp99 = ms(l.P50), ms(l.P99)
 		}
-		fmt.Fprintf(&b, "| %s, %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
-			row.System, agents(row.Agents), row.DonePerSec, ms(row.Propose.P50), ms(row.Propose.P99), cp50, cp99,
-			figure(row.CommitsPerStep), figure(row.FsyncsPerStep), figure(row.CPUSecondsPer1000Step), row.Done, row.Other)
+		fsyncs := figure(row.FsyncsPerStep)
+		if row.Sidecars > 0 {
+			fsyncs = "n/a"
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
+			row.label(), row.DonePerSec, ms(row.Propose.P50), ms(row.Propose.P99), cp50, cp99,
+			figure(row.CommitsPerStep), fsyncs, figure(row.CPUSecondsPer1000Step), row.Done, row.Other)
 	}
 	r.writeNotes(&b)
 	_, err := io.WriteString(w, b.String())
@@ -215,7 +264,7 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) writeNotes(b *strings.Builder) {
 	for _, row := range r.Rows {
 		for _, k := range slices.Sorted(maps.Keys(row.Outcomes)) {
-			fmt.Fprintf(b, "not done: %s, %s: %d × %s\n", row.System, agents(row.Agents), row.Outcomes[k], k)
+			fmt.Fprintf(b, "not done: %s: %d × %s\n", row.label(), row.Outcomes[k], k)
 		}
 	}
 	for _, row := range r.Rows {
@@ -226,7 +275,14 @@ func (r *Report) writeNotes(b *strings.Builder) {
 		for _, k := range slices.Sorted(maps.Keys(row.Commits)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, row.Commits[k]))
 		}
-		fmt.Fprintf(b, "commits: %s, %s: %s for %d done steps\n", row.System, agents(row.Agents), strings.Join(parts, ", "), row.Done)
+		if row.Retries != nil {
+			parts = append(parts, fmt.Sprintf("sidecar store retries %d", *row.Retries))
+		}
+		fmt.Fprintf(b, "commits: %s: %s for %d done steps", row.label(), strings.Join(parts, ", "), row.Done)
+		if len(row.DoneBySidecar) > 0 {
+			fmt.Fprintf(b, " (done by sidecar: %v)", row.DoneBySidecar)
+		}
+		b.WriteString("\n")
 	}
 	for _, q := range r.Ratios {
 		fmt.Fprintf(b, "ratio countersign/glue, %s: %.0f / %.0f done/s = %.2f\n", agents(q.Agents), q.Countersign, q.Glue, q.Ratio)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/store"
 )
 
 // target is the stack a bench drives and what it can read of it.
@@ -23,14 +24,22 @@ type target struct {
 	// desc names the target in the report's header.
 	desc     string
 	revision string
-	sidecar  string
+	// sidecars are the base URLs agents are spread over, round-robin.
+	sidecars []string
 	orders   string
 	tokens   map[string]string
 	client   *http.Client
 	// files count the commits of each bbolt file; empty out of process.
 	files []commitSource
-	// stack is the in-process stack; nil out of process.
+	// stack is the in-process stack; nil out of process. With a store on
+	// PostgreSQL it is the fleet's first sidecar, which also runs the
+	// simulators and the identity provider.
 	stack *devstack.Stack
+	// stores are the sidecars' stores, whose retries are read; with a
+	// store on PostgreSQL (shared) each sidecar's handle counts only its
+	// own commits, so they are summed.
+	stores []*store.DB
+	shared bool
 	// run tags every workflow id, ticket and idempotency key of this run.
 	run       string
 	nextOrder atomic.Uint64
@@ -45,11 +54,7 @@ type commitSource struct {
 // openTarget starts the in-process dev stack, or reads what a running
 // dev sidecar wrote into its data directory.
 func openTarget(ctx context.Context, o Options) (*target, func() error, error) {
-	t := &target{client: newClient(), run: runID()}
-	// Order ids are O- and 12 digits: 9, the run's start second modulo
-	// 100,000, then a counter; so runs on one sidecar rarely meet, and
-	// renewOrder skips an id that exists all the same.
-	t.nextOrder.Store(900_000_000_000 + uint64(time.Now().Unix()%100_000)*1_000_000)
+	t := newTarget()
 	if o.Sidecar != "" {
 		return t, func() error { return nil }, t.readDevFiles(o)
 	}
@@ -61,7 +66,8 @@ func openTarget(ctx context.Context, o Options) (*target, func() error, error) {
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("bench: start the dev stack: %w", err), remove())
 	}
-	t.stack, t.sidecar, t.orders, t.tokens = st, st.URL, st.Endpoints.Orders, st.Tokens
+	t.stack, t.sidecars, t.orders, t.tokens = st, []string{st.URL}, st.Endpoints.Orders, st.Tokens
+	t.stores = []*store.DB{st.Store}
 	t.revision = st.Policy.Revision()
 	t.desc = fmt.Sprintf("in-process dev stack on loopback (policy deadline %v)", devstack.InProcessPolicyTimeout)
 	t.files = []commitSource{
@@ -70,6 +76,15 @@ func openTarget(ctx context.Context, o Options) (*target, func() error, error) {
 		{"orders", st.Orders.Commits},
 	}
 	return t, func() error { return errors.Join(st.Close(), remove()) }, nil
+}
+
+func newTarget() *target {
+	t := &target{client: newClient(), run: runID()}
+	// Order ids are O- and 12 digits: 9, the run's start second modulo
+	// 100,000, then a counter; so runs on one sidecar rarely meet, and
+	// renewOrder skips an id that exists all the same.
+	t.nextOrder.Store(900_000_000_000 + uint64(time.Now().Unix()%100_000)*1_000_000)
+	return t
 }
 
 // readDevFiles takes the tokens and the order system's address from the
@@ -85,7 +100,7 @@ func (t *target) readDevFiles(o Options) error {
 	if err := loopback(ep.Orders); err != nil {
 		return fmt.Errorf("bench: the order system of %s: %w", o.DataDir, err)
 	}
-	t.sidecar, t.orders = o.Sidecar, ep.Orders
+	t.sidecars, t.orders = []string{o.Sidecar}, ep.Orders
 	t.revision = "the sidecar's active bundle"
 	t.desc = "sidecar at " + o.Sidecar + " (out of process)"
 	return nil

@@ -23,12 +23,14 @@ const orderPaid = 100000
 
 // agent is one agent's state within a cell. Only its goroutine touches it.
 type agent struct {
-	prefix string // of its workflow ids and idempotency keys
-	rep    fixture.Person
-	token  string
-	order  string
-	left   int // refunds still to make on order
-	seq    int
+	prefix  string // of its workflow ids and idempotency keys
+	sidecar string // base URL of the sidecar it talks to
+	slot    int    // sidecar's index in target.sidecars
+	rep     fixture.Person
+	token   string
+	order   string
+	left    int // refunds still to make on order
+	seq     int
 }
 
 // nextID is a fresh workflow id or idempotency key.
@@ -45,7 +47,8 @@ func (t *target) newAgents(ctx context.Context, system string, n int) ([]*agent,
 		if !ok {
 			return nil, fmt.Errorf("bench: the fixture has no %s", reps[i%len(reps)])
 		}
-		a := &agent{prefix: fmt.Sprintf("bench-%s-%s-%da-%d", t.run, system, n, i), rep: p, token: t.tokens[p.ID]}
+		a := &agent{prefix: fmt.Sprintf("bench-%s-%s-%da-%d", t.run, system, n, i), rep: p, token: t.tokens[p.ID],
+			sidecar: t.sidecars[i%len(t.sidecars)], slot: i % len(t.sidecars)}
 		if system == "countersign" && a.token == "" {
 			return nil, fmt.Errorf("bench: no token for %s among the dev tokens", p.ID)
 		}
@@ -109,14 +112,14 @@ func (countersign) step(ctx context.Context, t *target, a *agent) outcome {
 	wf := a.nextID()
 	var ans stepAnswer
 	t0 := time.Now()
-	status, err := t.post(ctx, t.sidecar+"/v1/workflows", a.token, nil,
+	status, err := t.post(ctx, a.sidecar+"/v1/workflows", a.token, nil,
 		map[string]string{"ticket": "BENCH-" + t.run, "id": wf}, &ans)
 	if err != nil || status != http.StatusCreated {
 		return outcome{problem: "create workflow: " + describe(status, err, ans)}
 	}
 	t1 := time.Now()
 	ans = stepAnswer{}
-	status, err = t.post(ctx, t.sidecar+"/v1/workflows/"+wf+"/steps", a.token, nil,
+	status, err = t.post(ctx, a.sidecar+"/v1/workflows/"+wf+"/steps", a.token, nil,
 		map[string]any{"tool": tool.IssueRefund, "args": tool.Args{Order: a.order, Amount: refundCents}}, &ans)
 	t2 := time.Now()
 	if err != nil || status != http.StatusOK || ans.Status != "done" {
