@@ -135,6 +135,9 @@ func classify(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
 	case errors.Is(err, engine.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "system_unavailable", "%v", err)
+	case errors.Is(err, store.ErrConflict):
+		return newError(http.StatusServiceUnavailable, "store_busy",
+			"the store was too busy to commit this change; retry the request (a resume settles any step that had started)")
 	case errors.Is(err, credential.ErrKeyStore):
 		return newError(http.StatusServiceUnavailable, "key_store_unavailable",
 			"the signing keys could not be read from the store, so no key is published or used; retry, and tell an operator if it persists")

@@ -68,7 +68,10 @@
 // SERIALIZABLE (executor/store): each of two concurrent decisions reads
 // the totals (order, rep's day, agent's hour) the other then writes, so
 // one of them fails to commit, runs again from its first read, and decides
-// on the totals the winner left. No total is cached outside a
+// on the totals the winner left. (The store also queues the fleet's write
+// transactions on one advisory lock, so in practice they do not overlap
+// and none runs twice; the argument above does not rest on it.) No total
+// is cached outside a
 // transaction, and the verdict made before the writer (verdict.go) is
 // used only if the transaction reads the same facts. Switches, modes,
 // breaker trips and approvals are read in the transaction too, so a change
