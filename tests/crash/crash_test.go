@@ -15,7 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/executor/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Deadlines are generous because twelve runs share two cores; every wait
 // polls for its event and ends as soon as it happens.
@@ -62,19 +66,53 @@ var columns = []column{
 	}},
 }
 
+// backend is where the processes of a cell keep their store: flags returns
+// the serve flags for one cell, the same for its first and its restarted
+// process.
+type backend struct {
+	name  string
+	flags func(t *testing.T, bin string) []string
+}
+
+var backends = []backend{
+	{name: "bbolt", flags: func(*testing.T, string) []string { return nil }},
+	{name: "postgres", flags: postgresFlags},
+}
+
+// postgresFlags puts a cell's store in a fresh PostgreSQL database, its
+// signing keys sealed with a key file of its own, as tests/fleet runs serve.
+// The lease TTL is short, so that the restarted process does not wait long
+// for the workflow the killed one held.
+func postgresFlags(t *testing.T, bin string) []string {
+	keyFile := filepath.Join(t.TempDir(), "fleet.key")
+	if out, err := exec.Command(bin, "keyfile", "-o", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("countersign keyfile: %v\n%s", err, out)
+	}
+	return []string{"--store", pgtest.URL(t), "--key-file", keyFile, "--lease-ttl", "1s"}
+}
+
 // TestCrashMatrix kills a real countersign process with SIGKILL at each
 // failpoint of a refund and of a reshipment, starts a new process over the
-// same data directory, resumes, and counts the effects in the ledger and
-// the order system: one in every cell of the designed system; with the
-// write-ahead record removed, two reshipments after a crash at
-// after_dispatch.
+// same store (the data directory, or the same PostgreSQL database and key
+// file), resumes, and counts the effects in the ledger and the order
+// system: one in every cell of the designed system; with the write-ahead
+// record removed, two reshipments after a crash at after_dispatch. It runs
+// on both backends, bbolt and postgres.
 func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary and kills 12 real processes; run without -short")
+		t.Skip("builds the binary and kills 12 real processes per backend; run without -short")
+	}
+	bin := buildBinary(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { crashMatrix(t, bin, b) })
+	}
+}
+
+func crashMatrix(t *testing.T, bin string, b backend) {
+	if b.name != "bbolt" {
+		pgtest.URL(t) // skip the backend in one line without PostgreSQL
 	}
 	began := time.Now()
-	bin := buildBinary(t)
-
 	var mu sync.Mutex
 	got := map[string]int{} // step/point/column -> effects
 	t.Run("cells", func(t *testing.T) {
@@ -83,7 +121,7 @@ func TestCrashMatrix(t *testing.T) {
 				for _, p := range points {
 					t.Run(s.name+"/"+p+"/"+c.name, func(t *testing.T) {
 						t.Parallel()
-						n := crashAndResume(t, bin, s, p, c.removed)
+						n := crashAndResume(t, bin, b.flags(t, bin), s, p, c.removed)
 						mu.Lock()
 						got[s.name+"/"+p+"/"+c.name] = n
 						mu.Unlock()
@@ -96,9 +134,9 @@ func TestCrashMatrix(t *testing.T) {
 		}
 	})
 
-	var b strings.Builder
+	var out strings.Builder
 	row := "%-9s%-20s%17s%27s\n"
-	fmt.Fprintf(&b, row, "step", "crash point", "designed: effects", "no write-ahead: effects")
+	fmt.Fprintf(&out, row, "step", "crash point", "designed: effects", "no write-ahead: effects")
 	cell := func(s step, p, col string) string {
 		n, ok := got[s.name+"/"+p+"/"+col]
 		if !ok {
@@ -108,20 +146,20 @@ func TestCrashMatrix(t *testing.T) {
 	}
 	for _, s := range steps {
 		for _, p := range points {
-			fmt.Fprintf(&b, row, s.name, p, cell(s, p, "designed"), cell(s, p, "no_write_ahead"))
+			fmt.Fprintf(&out, row, s.name, p, cell(s, p, "designed"), cell(s, p, "no_write_ahead"))
 		}
 	}
-	t.Logf("crash matrix (SIGKILL at the point, new process over the same data dir, resume), %s:\n%s",
-		time.Since(began).Round(100*time.Millisecond), b.String())
+	t.Logf("crash matrix on %s (SIGKILL at the point, new process over the same store, resume), %s:\n%s",
+		b.name, time.Since(began).Round(100*time.Millisecond), out.String())
 }
 
-// crashAndResume runs one cell and returns the number of effects the step
-// left in its system of record.
-func crashAndResume(t *testing.T, bin string, s step, point, removed string) int {
+// crashAndResume runs one cell, both processes with the serve flags store,
+// and returns the number of effects the step left in its system of record.
+func crashAndResume(t *testing.T, bin string, store []string, s step, point, removed string) int {
 	dir := t.TempDir()
 	env := []string{"COUNTERSIGN_REMOVE_CONTROLS=" + removed}
 
-	first := start(t, bin, dir, append(env, "COUNTERSIGN_FAILPOINT="+point))
+	first := start(t, bin, dir, store, append(env, "COUNTERSIGN_FAILPOINT="+point))
 	before := first.effects(t, s.name)
 	first.call(t, http.MethodPost, "/v1/workflows", `{"id":"`+workflowID+`","ticket":"T-crash"}`, http.StatusCreated, nil)
 	res, err := first.do(http.MethodPost, "/v1/workflows/"+workflowID+"/steps", s.body)
@@ -136,7 +174,7 @@ func crashAndResume(t *testing.T, bin string, s step, point, removed string) int
 		t.Fatalf("the process died without reporting failpoint %s: the kill did not land there", point)
 	}
 
-	second := start(t, bin, dir, env) // start-up resumes the workflow
+	second := start(t, bin, dir, store, env) // start-up resumes the workflow
 	var wf struct {
 		Status string
 		Steps  []struct{ Status, Note string }
@@ -196,10 +234,10 @@ type proc struct {
 	token  string // rep-ana's bearer token
 }
 
-// start runs the binary over dir with extra environment and waits until it
-// has written dev-endpoints.json (after its start-up resume) and the
-// sidecar answers /readyz.
-func start(t *testing.T, bin, dir string, env []string) *proc {
+// start runs the binary over dir with extra serve flags and environment and
+// waits until it has written dev-endpoints.json (after its start-up resume)
+// and the sidecar answers /readyz.
+func start(t *testing.T, bin, dir string, flags, env []string) *proc {
 	t.Helper()
 	endpoints := filepath.Join(dir, "dev-endpoints.json")
 	// A previous process's file would announce readiness too early.
@@ -207,7 +245,7 @@ func start(t *testing.T, bin, dir string, env []string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{
-		cmd:    exec.Command(bin, "serve", "--dev", "--data", dir),
+		cmd:    exec.Command(bin, append([]string{"serve", "--dev", "--data", dir}, flags...)...),
 		out:    &lockedBuffer{},
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},

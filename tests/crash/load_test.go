@@ -32,7 +32,7 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	first := start(t, bin, dir, nil)
+	first := start(t, bin, dir, nil, nil)
 	var (
 		mu    sync.Mutex
 		tried []string // every workflow an agent created
@@ -82,7 +82,7 @@ func TestKillUnderLoad(t *testing.T) {
 		t.Fatal("no step was acknowledged done before the kill")
 	}
 
-	second := start(t, bin, dir, nil) // start-up resumes the open workflows
+	second := start(t, bin, dir, nil, nil) // start-up resumes the open workflows
 	defer second.stop(t)
 	keys := map[string]string{} // idempotency key -> workflow
 	for _, wf := range tried {
