@@ -1,7 +1,6 @@
 package crash_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/pgtest"
+	"github.com/countersign/countersign/tests/procs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -102,7 +102,7 @@ func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and kills 12 real processes per backend; run without -short")
 	}
-	bin := buildBinary(t)
+	bin := procs.Build(t)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) { crashMatrix(t, bin, b) })
 	}
@@ -188,45 +188,10 @@ func crashAndResume(t *testing.T, bin string, store []string, s step, point, rem
 	return n
 }
 
-// buildBinary builds countersign with the failpoints compiled in.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "countersign")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/countersign")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags failpoints: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// moduleRoot walks up from the working directory to the directory that
-// holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test's working directory")
-		}
-		dir = parent
-	}
-}
-
 // proc is one `countersign serve --dev` process.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *procs.Output
 	done   chan struct{} // closed when Wait returned
 	err    error         // Wait's result, once done is closed
 	client *http.Client
@@ -246,7 +211,7 @@ func start(t *testing.T, bin, dir string, flags, env []string) *proc {
 	}
 	p := &proc{
 		cmd:    exec.Command(bin, append([]string{"serve", "--dev", "--data", dir}, flags...)...),
-		out:    &lockedBuffer{},
+		out:    &procs.Output{},
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
@@ -408,23 +373,4 @@ func (p *proc) wait(t *testing.T) {
 	case <-time.After(exitDeadline):
 		t.Fatalf("process %d still running after %s", p.cmd.Process.Pid, exitDeadline)
 	}
-}
-
-// lockedBuffer collects a process's output; exec copies into it from its
-// own goroutines while a failing test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

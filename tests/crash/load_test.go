@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/tool"
+	"github.com/countersign/countersign/tests/procs"
 )
 
 const (
@@ -30,7 +31,7 @@ func TestKillUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs it under load")
 	}
-	bin := buildBinary(t)
+	bin := procs.Build(t)
 	dir := t.TempDir()
 	first := start(t, bin, dir, nil, nil)
 	var (

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/executor/pgtest"
+	"github.com/countersign/countersign/tests/procs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -60,7 +59,7 @@ func prepareFleet(t *testing.T) *fleet {
 	if testing.Short() {
 		t.Skip("builds the binary and starts processes")
 	}
-	f := &fleet{store: pgtest.URL(t), bin: buildBinary(t), keyFile: filepath.Join(t.TempDir(), "fleet.key")}
+	f := &fleet{store: pgtest.URL(t), bin: procs.Build(t), keyFile: filepath.Join(t.TempDir(), "fleet.key")}
 	if out, err := exec.Command(f.bin, "keyfile", "-o", f.keyFile).CombinedOutput(); err != nil {
 		t.Fatalf("countersign keyfile: %v\n%s", err, out)
 	}
@@ -109,7 +108,7 @@ func (f *fleet) join(t *testing.T, env ...string) *proc {
 func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{
-		out:    &lockedBuffer{},
+		out:    &procs.Output{},
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
@@ -138,7 +137,7 @@ func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *p
 // proc is one serve process.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *procs.Output
 	done   chan struct{}
 	err    error
 	client *http.Client
@@ -277,56 +276,4 @@ type step struct {
 	Status   string
 	Rule     string
 	Approval *struct{ ID, Status string }
-}
-
-// buildBinary builds countersign into a temporary directory, with the
-// failpoints compiled in: they stay unarmed unless a test sets
-// COUNTERSIGN_FAILPOINT.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "countersign")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/countersign")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test's working directory")
-		}
-		dir = parent
-	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
