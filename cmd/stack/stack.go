@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,8 @@ type Stack struct {
 	verifier *authn.Verifier
 	cancel   context.CancelFunc
 	served   chan error
+	// background are the sweep, reconciliation and monitors serve starts.
+	background sync.WaitGroup
 }
 
 // Start validates o, reserves its data directory and address, and wires
@@ -267,17 +270,19 @@ func (st *Stack) serve(o Options, m metrics) {
 	st.cancel, st.served = cancel, make(chan error, 1)
 	go func() { st.served <- st.Server.Serve(sctx, st.ln) }()
 	if o.StoreURL != "" {
-		go st.Engine.SweepEvery(sctx, sweepEvery(o.LeaseTTL))
+		st.background.Go(func() { st.Engine.SweepEvery(sctx, sweepEvery(o.LeaseTTL)) })
 	}
 	if !o.Background {
 		return
 	}
-	go st.Reconcile.RunEvery(sctx, ReconcileEvery, func(r reconcile.Report, err error) {
-		if err == nil {
-			m.unexplained.Set(float64(r.Unexplained))
-		}
+	st.background.Go(func() {
+		st.Reconcile.RunEvery(sctx, ReconcileEvery, func(r reconcile.Report, err error) {
+			if err == nil {
+				m.unexplained.Set(float64(r.Unexplained))
+			}
+		})
 	})
-	go st.Monitor.Run(sctx, MonitorEvery)
+	st.background.Go(func() { st.Monitor.Run(sctx, MonitorEvery) })
 }
 
 // sweepEvery is how often a sidecar on a shared store looks for expired
@@ -292,15 +297,10 @@ func sweepEvery(ttl time.Duration) time.Duration {
 
 // resume finishes what a crash may have left between decision and record.
 // Only a crash test's failpoint ends the start; anything else the next
-// resume or a person resolves. On a shared store it takes over only the
-// workflows whose lease expired (engine.Sweep): the others are driven by
-// live sidecars.
+// resume or a person resolves. On a shared store it leaves the workflows
+// that live sidecars drive to them (engine.ResumeAll).
 func (st *Stack) resume(ctx context.Context, o Options) error {
-	resume := st.Engine.ResumeAll
-	if o.StoreURL != "" {
-		resume = st.Engine.Sweep
-	}
-	err := resume(ctx)
+	err := st.Engine.ResumeAll(ctx)
 	if err == nil || errors.Is(err, engine.ErrCrashed) {
 		return err
 	}
@@ -322,6 +322,10 @@ func (st *Stack) Close() error {
 			errs = append(errs, err)
 		}
 		st.cancel = nil
+	}
+	st.background.Wait()
+	if st.Engine != nil {
+		st.Engine.Close() // its leases go before the store does
 	}
 	if st.verifier != nil {
 		st.verifier.Close(context.Background())

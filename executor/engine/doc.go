@@ -104,10 +104,12 @@
 // dispatch may outlast a TTL) and deletes it once its last write is
 // durable. A request that finds the lease held by another live sidecar
 // polls until it is free, bounded by its context (ErrLeaseHeld). A sidecar
-// killed leaves its leases to expire; Sweep, run at start and every TTL/2
-// in every sidecar of the fleet, resumes the workflows of expired leases,
-// resolving started steps by the same lookup rules as a restart. On bbolt
-// there is one process, and no lease: no store round trip is added.
+// shut down deletes its leases (Close waits for that); one killed leaves
+// them to expire, and Sweep, run every TTL/2 in every sidecar of the
+// fleet, resumes the workflows of expired leases, resolving started steps
+// by the same lookup rules as a restart. ResumeAll at start resumes every
+// open workflow no live sidecar holds. On bbolt there is one process, and
+// no lease: no store round trip is added.
 //
 // # Controls
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
@@ -238,6 +239,8 @@ type Engine struct {
 	follow   func(context.Context) error
 	poll     time.Duration
 	leases   *Leases
+	// releasing counts the lease deletions under way (lease.go).
+	releasing sync.WaitGroup
 }
 
 // New returns an engine over opts.

@@ -59,13 +59,40 @@ func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
 		unlock()
 		// The lease goes once the holder's last write is durable, so that
 		// another sidecar taking the workflow reads it.
+		e.releasing.Add(1)
 		go func() {
+			defer e.releasing.Done()
 			e.locks.settle(wf)
 			if err := e.db.Update(func(tx *store.Tx) error { return tx.DeleteLease(wf, token) }); err != nil {
 				e.log.Warn("lease release failed; it will expire", "workflow", wf, "err", err)
 			}
 		}()
 	}, nil
+}
+
+// Close waits until the leases of the steps that have ended are deleted,
+// so that a sidecar shut down leaves none for the fleet to wait out. Call
+// it once nothing drives a step any more, before the store is closed.
+func (e *Engine) Close() {
+	e.releasing.Wait()
+}
+
+// heldElsewhere returns wf's lease when another live sidecar holds it,
+// and the zero Lease when it is free, expired or this sidecar's.
+func (e *Engine) heldElsewhere(tx *store.Tx, wf string) (store.Lease, error) {
+	if e.leases == nil {
+		return store.Lease{}, nil
+	}
+	l, err := tx.Lease(wf)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Lease{}, nil
+	case err != nil:
+		return store.Lease{}, err
+	case l.Holder == e.leases.Holder || !e.clock.Now().Before(l.Expires):
+		return store.Lease{}, nil
+	}
+	return l, nil
 }
 
 // takeLease takes wf's lease when it is free, expired or this sidecar's,
@@ -76,17 +103,11 @@ func (e *Engine) takeLease(ctx context.Context, wf string) (string, error) {
 	for {
 		var held store.Lease
 		err := e.db.Update(func(tx *store.Tx) error {
-			held = store.Lease{} // this may run more than once
-			now := e.clock.Now()
-			l, err := tx.Lease(wf)
-			switch {
-			case err == nil && l.Holder != e.leases.Holder && now.Before(l.Expires):
-				held = l
-				return nil
-			case err != nil && !errors.Is(err, store.ErrNotFound):
+			var err error
+			if held, err = e.heldElsewhere(tx, wf); err != nil || held.Holder != "" {
 				return err
 			}
-			return tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Expires: now.Add(e.leases.TTL)})
+			return tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Expires: e.clock.Now().Add(e.leases.TTL)})
 		})
 		if err != nil {
 			return "", fmt.Errorf("take the lease of %s: %w", wf, err)

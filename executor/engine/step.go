@@ -362,17 +362,27 @@ func (e *Engine) Resume(ctx context.Context, p Person, wfID string) (Snapshot, e
 // ResumeAll is run at start: it re-drives the steps a crash may have left
 // between decision and record (pending, started, unknown) in every
 // workflow. Held steps wait for a person to resume them. It presents no
-// token: a pending step whose delegation expired is held, not run.
+// token: a pending step whose delegation expired is held, not run. With
+// Options.Leases it leaves the workflows another live sidecar drives to
+// that sidecar; those whose lease expires later are Sweep's.
 func (e *Engine) ResumeAll(ctx context.Context) error {
 	var ids []string
 	err := e.db.View(func(tx *store.Tx) error {
 		open, err := tx.Workflows(func(w store.Workflow) bool {
 			return w.Status != store.WorkflowDone && w.Status != store.WorkflowFailed
 		})
-		for _, w := range open {
-			ids = append(ids, w.ID)
+		if err != nil {
+			return err
 		}
-		return err
+		for _, w := range open {
+			switch held, err := e.heldElsewhere(tx, w.ID); {
+			case err != nil:
+				return err
+			case held.Holder == "":
+				ids = append(ids, w.ID)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
