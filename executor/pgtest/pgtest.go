@@ -86,6 +86,20 @@ func Main(m *testing.M) {
 // first use, and skips t when PostgreSQL is not installed.
 func URL(t testing.TB) string {
 	t.Helper()
+	url, err := Databases(t)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// Databases returns a function that makes a new, empty database each time
+// it is called and returns its URL, for code that starts stores of its own
+// from goroutines of its own (URL may be called only from t's). The
+// databases are dropped when t ends. Like URL it starts the server, or
+// skips t when PostgreSQL is not installed.
+func Databases(t testing.TB) func() (string, error) {
+	t.Helper()
 	if !inMain.Load() {
 		t.Fatal("pgtest: the server is stopped by pgtest.Main: add `func TestMain(m *testing.M) { pgtest.Main(m) }` to the test package")
 	}
@@ -97,17 +111,27 @@ func URL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("pgtest: start PostgreSQL: %v", err)
 	}
-	name := fmt.Sprintf("t%d", dbSeq.Add(1))
-	ctx := context.Background()
-	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
-	}
+	var mu sync.Mutex
+	var made []string
 	t.Cleanup(func() {
-		if _, err := s.admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, name := range made {
+			if _, err := s.admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+				t.Errorf("pgtest: drop database %s: %v", name, err)
+			}
 		}
 	})
-	return s.url(name)
+	return func() (string, error) {
+		name := fmt.Sprintf("t%d", dbSeq.Add(1))
+		if _, err := s.admin.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+			return "", fmt.Errorf("pgtest: create database: %w", err)
+		}
+		mu.Lock()
+		made = append(made, name)
+		mu.Unlock()
+		return s.url(name), nil
+	}
 }
 
 // binDir finds PostgreSQL's server binaries: Debian's newest

@@ -1,29 +1,48 @@
 package controls_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/cmd/scenario/demo"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // run runs c on a fresh stack under controls; a scenario that cannot run
 // stops the test (it proves nothing either way).
-func run(t *testing.T, c demo.Check, controls engine.Controls) demo.Outcome {
+func run(ctx context.Context, t *testing.T, c demo.Check, controls engine.Controls) demo.Outcome {
 	t.Helper()
-	o, err := c.Run(t.Context(), t.TempDir(), controls)
+	o, err := c.Run(ctx, t.TempDir(), controls)
 	if err != nil {
 		t.Fatalf("%s could not run: %v", c.Test, err)
 	}
 	return o
 }
 
-// TestControlRemovalMatrix asserts, for every row, designed = pass and
-// (where the row has a switch) removed = FAIL, and that each layered
-// control removed alone still passes. Rows run in parallel, each on its
-// own directories and loopback ports; the table is logged at the end.
+// TestControlRemovalMatrix runs the matrix with each stack's store in
+// bbolt, as one sidecar keeps it, and in PostgreSQL, as a fleet does.
 func TestControlRemovalMatrix(t *testing.T) {
+	t.Run("bbolt", func(t *testing.T) { controlMatrix(t.Context(), t) })
+	t.Run("postgres", func(t *testing.T) {
+		kek, err := credential.NewKeyEncryptionKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &demo.Backend{NewDatabase: pgtest.Databases(t), KeyEncryptionKey: kek}
+		controlMatrix(demo.WithBackend(t.Context(), b), t)
+	})
+}
+
+// controlMatrix asserts, for every row, designed = pass and (where the row
+// has a switch) removed = FAIL, and that each layered control removed
+// alone still passes. Rows run in parallel, each on its own directories,
+// databases and loopback ports; the table is logged at the end.
+func controlMatrix(ctx context.Context, t *testing.T) {
 	checks := demo.Checks()
 	rows := make([]demo.Row, len(checks))
 	layers := make([][]demo.Layer, len(checks))
@@ -32,19 +51,19 @@ func TestControlRemovalMatrix(t *testing.T) {
 			t.Run(c.Test, func(t *testing.T) {
 				t.Parallel()
 				row := demo.Row{Test: c.Test, RemovedControls: c.Removes}
-				row.Designed = run(t, c, engine.DefaultControls())
+				row.Designed = run(ctx, t, c, engine.DefaultControls())
 				if !row.Designed.Pass {
 					t.Errorf("designed: FAIL (%s); the designed system must hold the invariant", row.Designed.Evidence)
 				}
 				if len(c.Removes) > 0 {
-					o := run(t, c, demo.Without(c.Removes...))
+					o := run(ctx, t, c, demo.Without(c.Removes...))
 					row.Removed = &o
 					if o.Pass {
 						t.Errorf("with %v removed the test still passes (%s): the removal goes undetected", c.Removes, o.Evidence)
 					}
 				}
 				for _, l := range c.Layers {
-					o := run(t, c, demo.Without(l))
+					o := run(ctx, t, c, demo.Without(l))
 					layers[i] = append(layers[i], demo.Layer{Test: c.Test, Removed: l, Outcome: o})
 					if !o.Pass {
 						t.Errorf("with only %s removed the test fails (%s): the other layer should still catch it", l, o.Evidence)

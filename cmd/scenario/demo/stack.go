@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/money"
@@ -62,8 +64,15 @@ func start(ctx context.Context, dir string, s setup) (*stack, error) {
 		s.clock = newClock()
 	}
 	c := s.controls
-	st, err := devstack.Start(ctx, devstack.Options{DataDir: dir, Clock: s.clock, Controls: &c, Failpoint: s.failpoint,
-		AttemptTimeout: s.attemptTimeout})
+	o := devstack.Options{DataDir: dir, Clock: s.clock, Controls: &c, Failpoint: s.failpoint, AttemptTimeout: s.attemptTimeout}
+	if b, ok := ctx.Value(backendKey{}).(*Backend); ok {
+		url, err := b.database(dir)
+		if err != nil {
+			return nil, err
+		}
+		o.StoreURL, o.KeyEncryptionKey = url, b.KeyEncryptionKey
+	}
+	st, err := devstack.Start(ctx, o)
 	if err != nil {
 		if st != nil { // up, but the resume at start failed
 			st.Close()
@@ -71,6 +80,47 @@ func start(ctx context.Context, dir string, s setup) (*stack, error) {
 		return nil, fmt.Errorf("start the stack in %s: %w", dir, err)
 	}
 	return &stack{Stack: st, clock: s.clock, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+// Backend puts the store of every stack a scenario starts in PostgreSQL,
+// as a fleet's sidecar keeps it, instead of bbolt under the stack's
+// directory. The simulators and the identity provider stay in the
+// directory.
+type Backend struct {
+	// NewDatabase returns the URL of a new, empty database.
+	NewDatabase func() (string, error)
+	// KeyEncryptionKey seals the signing keys in every database.
+	KeyEncryptionKey *credential.KeyEncryptionKey
+
+	mu   sync.Mutex
+	urls map[string]string // by stack directory
+}
+
+type backendKey struct{}
+
+// WithBackend returns ctx carrying b: the scenarios run under ctx put
+// their stores in b's databases, one per stack directory, so that a stack
+// restarted over a directory finds the store it left.
+func WithBackend(ctx context.Context, b *Backend) context.Context {
+	return context.WithValue(ctx, backendKey{}, b)
+}
+
+// database is the URL of dir's database, made on first use.
+func (b *Backend) database(dir string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if url, ok := b.urls[dir]; ok {
+		return url, nil
+	}
+	url, err := b.NewDatabase()
+	if err != nil {
+		return "", fmt.Errorf("a database for the stack in %s: %w", dir, err)
+	}
+	if b.urls == nil {
+		b.urls = map[string]string{}
+	}
+	b.urls[dir] = url
+	return url, nil
 }
 
 // subdir makes a fresh directory for one stack under parent.
