@@ -87,3 +87,42 @@ func toString(v any) string {
 	}
 	return ""
 }
+
+// TestAuditQueryRefusals: a limit or an after cursor that does not parse
+// is refused as the decision log refuses its own, naming the parameter.
+func TestAuditQueryRefusals(t *testing.T) {
+	e := start(t, devstack.Options{})
+	for _, tc := range []struct {
+		query string
+		names string
+	}{
+		{"limit=0", "limit"},
+		{"limit=-1", "limit"},
+		{"limit=1001", "limit"},
+		{"limit=ten", "limit"},
+		{"after=W1", "after"},
+		{"after=%00", "after"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			r := e.call(t, http.MethodGet, "/v1/audit?"+tc.query, "ops-ida", nil)
+			r.want(t, http.StatusBadRequest, "invalid_query")
+			if msg := r.errorOf(t).Message; !strings.HasPrefix(msg, tc.names+":") {
+				t.Errorf("message %q does not name %s", msg, tc.names)
+			}
+		})
+	}
+	e.call(t, http.MethodPost, "/v1/credentials/epoch", "ops-ida", nil).want(t, http.StatusOK, "") // a second record
+	var page struct {
+		Records []struct {
+			ID string `json:"id"`
+		} `json:"records"`
+		Next string `json:"next"`
+	}
+	r := e.call(t, http.MethodGet, "/v1/audit?limit=1", "ops-ida", nil)
+	r.want(t, http.StatusOK, "")
+	r.decode(t, &page)
+	if len(page.Records) != 1 || page.Next != page.Records[0].ID {
+		t.Fatalf("limit=1: %+v, want one record and next naming it", page)
+	}
+	e.call(t, http.MethodGet, "/v1/audit?after="+page.Next, "ops-ida", nil).want(t, http.StatusOK, "")
+}

@@ -540,18 +540,24 @@ func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error
 	return f, limit, nil
 }
 
+// auditList answers a page of the audit chain. A limit or an after that
+// does not parse is a 400 invalid_query that names it, as for the
+// decision log.
 func (s *Server) auditList(c echo.Context) error {
 	limit := 0
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > audit.MaxLimit {
-			return newError(http.StatusUnprocessableEntity, "invalid_request", "limit: a whole number from 1 to %d", audit.MaxLimit)
+			return newError(http.StatusBadRequest, "invalid_query",
+				"limit: %q is not a whole number from 1 to %d (default %d)", v, audit.MaxLimit, audit.DefaultLimit)
 		}
 		limit = n
 	}
-	page, err := s.opts.Audit.List(s.opts.Store, c.QueryParam("after"), limit)
+	after := c.QueryParam("after")
+	page, err := s.opts.Audit.List(s.opts.Store, after, limit)
 	if errors.Is(err, audit.ErrCursor) {
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "after: %v", err)
+		return newError(http.StatusBadRequest, "invalid_query",
+			"after: %q is not a record id; pass next as the previous page answered it, or leave after out to start at the beginning", after)
 	}
 	if err != nil {
 		return err
