@@ -112,6 +112,8 @@ func classify(err error) *apiError {
 			fe.Builtin, fe.File, fe.Row)
 	case errors.Is(err, policy.ErrSameOperator):
 		return newError(http.StatusForbidden, "same_operator", "%v", err)
+	case errors.Is(err, release.ErrActiveChanged):
+		return newError(http.StatusConflict, "active_bundle_changed", "%v", err)
 	case errors.Is(err, release.ErrNotAwaiting):
 		return newError(http.StatusConflict, "not_pending", "%v", err)
 	case errors.Is(err, store.ErrNotFound):

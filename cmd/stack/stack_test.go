@@ -267,6 +267,56 @@ func TestBundleVerificationKey(t *testing.T) {
 	}
 }
 
+// TestSignaturesRequiredOverAnUnsignedHistory: a sidecar that ran unsigned
+// bundles is restarted with a verification key. Its recorded bundle no
+// longer loads, so the start stops and says to pass --bundle; with a
+// signed bundle it starts, that bundle replacing the unsigned one.
+func TestSignaturesRequiredOverAnUnsignedHistory(t *testing.T) {
+	o := production(t)
+	unsigned, err := bundles.Archive("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Bundle, err = policy.LoadArchive(unsigned); err != nil {
+		t.Fatal(err)
+	}
+	st, err := stack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	signer, verifier := signingPair(t)
+	o.BundleVerifier, o.Bundle = verifier, nil
+	if st, err := stack.Start(context.Background(), o); !errors.Is(err, policy.ErrSignatureInvalid) {
+		if st != nil {
+			st.Close()
+		}
+		t.Fatalf("restart restoring the unsigned p1: %v, want ErrSignatureInvalid", err)
+	}
+	files, err := bundles.Open("p3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := signer.Sign(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Bundle, err = policy.LoadArchive(archive); err != nil {
+		t.Fatal(err)
+	}
+	st, err = stack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("restart with a signed p3: %v", err)
+	}
+	defer st.Close()
+	if rev := st.Policy.Revision(); rev != "p3" {
+		t.Errorf("active %s, want p3", rev)
+	}
+}
+
 // signingPair is a signer and the verifier of its key.
 func signingPair(t *testing.T) (*policy.Signer, *policy.Verifier) {
 	t.Helper()

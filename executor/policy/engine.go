@@ -146,6 +146,11 @@ type Activation struct {
 	// Impact is the replay of recent decisions against the bundle, kept
 	// with its record for the second operator and the audit.
 	Impact any
+	// Replacing is the digest of the bundle this one replaces when the
+	// engine could not load it (the store's active bundle, unsigned where a
+	// signature is now required): HistoryRecord.Replaces. Empty, it is the
+	// engine's active bundle.
+	Replacing string
 }
 
 // Activate makes b the active bundle if it passes the gate (Check, against
@@ -180,7 +185,8 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if err := e.gate.admit(b); err != nil {
 		return report, e.reject(ctx, b, a, err)
 	}
-	reference, err := e.reference()
+	replaced := e.active.Load()
+	reference, err := referenceOf(replaced)
 	if err != nil {
 		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
@@ -219,6 +225,12 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		Impact:       a.Impact,
 		Bundle:       b.archive,
 	}
+	switch {
+	case a.Replacing != "":
+		rec.Replaces = a.Replacing
+	case replaced != nil:
+		rec.Replaces = replaced.digest
+	}
 	passed := a.BreakGlass || report.Passed()
 	second := a.BreakGlass || len(report.Loosens()) > 0
 	switch {
@@ -254,11 +266,11 @@ func ChangesBetween(reference, own Limits) []LimitChange {
 	return out
 }
 
-// reference is what a candidate's limits are compared with: the active
-// bundle's, or the baseline release's when none is active.
-func (e *Engine) reference() (Limits, error) {
-	if b := e.active.Load(); b != nil {
-		return b.limits, nil
+// referenceOf is what a candidate's limits are compared with: those of
+// active, the active bundle, or the baseline release's when none is.
+func referenceOf(active *Bundle) (Limits, error) {
+	if active != nil {
+		return active.limits, nil
 	}
 	return BaselineLimits()
 }
@@ -282,7 +294,7 @@ func (e *Engine) Preview(ctx context.Context, b *Bundle) (Report, error) {
 	if err := e.verify(b); err != nil {
 		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
 	}
-	reference, err := e.reference()
+	reference, err := referenceOf(e.active.Load())
 	if err != nil {
 		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
 	}

@@ -56,6 +56,11 @@ type HistoryRecord struct {
 	// Bundle is the .tar.gz, so that a restart can load the active bundle
 	// again with LoadArchive.
 	Bundle []byte `json:"bundle,omitempty"`
+	// Replaces is the digest of the active bundle the gate compared this
+	// one with, "" when none was active. A history several sidecars share
+	// refuses to make this one active when another has been activated
+	// since: the comparison no longer holds.
+	Replaces string `json:"-"`
 }
 
 // NopHistory records nothing. For tools such as `bundle test` that never

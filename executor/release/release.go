@@ -29,12 +29,21 @@ type History struct {
 
 var _ policy.History = History{}
 
+// ErrActiveChanged means another bundle was activated (through another
+// sidecar on a shared store) between the gate's comparison and the
+// activation: the candidate was checked against a bundle no longer in
+// force, so it is not activated. Offering it again checks it against the
+// new one.
+var ErrActiveChanged = errors.New("release: another bundle was activated while this one was checked")
+
 // ErrNotAwaiting means a bundle approved by a second operator was not
 // awaiting one (already active, rejected, or never proposed).
 var ErrNotAwaiting = errors.New("release: the bundle is not awaiting a second operator")
 
 // Record implements policy.History. The activation of a bundle a second
-// operator approved also marks its awaiting record approved.
+// operator approved also marks its awaiting record approved. An activation
+// whose r.Replaces is no longer the active bundle is refused with
+// ErrActiveChanged, in the transaction that would record it.
 func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 	rec := store.BundleRecord{
 		Revision: r.Revision, Digest: r.Digest, Status: store.BundleStatus(r.Status), By: r.By, Proposer: r.Proposer, At: r.At,
@@ -54,6 +63,10 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		rec.Impact = b
 	}
 	return h.DB.Update(func(tx *store.Tx) error {
+		if active := tx.ActiveDigest(); rec.Status == store.BundleActive && active != r.Replaces {
+			return fmt.Errorf("%w: %s replaced %s; offer %s again to have it checked against the bundle now in force",
+				ErrActiveChanged, active, orNone(r.Replaces), r.Revision)
+		}
 		if rec.Status == store.BundleActive && rec.Proposer != "" {
 			if _, err := tx.ApproveAwaiting(rec.Digest); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
@@ -68,6 +81,13 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		_, err := h.Log.Append(tx, auditRecord(rec, r.Impact))
 		return err
 	})
+}
+
+func orNone(digest string) string {
+	if digest == "" {
+		return "no bundle"
+	}
+	return digest
 }
 
 // auditRecord is the audit chain's record of a bundle attempt, with a
@@ -221,8 +241,16 @@ func (s *Service) replay(ctx context.Context, b *policy.Bundle) (impact.Report, 
 	return impact.Replay(ctx, b, decisions)
 }
 
-// ActivateBundle is Activate for a bundle already loaded (dev mode, tests).
+// ActivateBundle is Activate for a bundle already loaded (serve --bundle,
+// tests), compared, like any, with the bundle the store records as
+// active. When that one no longer loads here (unsigned, and a signature is
+// now required), b replaces it and is compared with the baseline limits.
 func (s *Service) ActivateBundle(ctx context.Context, b *policy.Bundle, a policy.Activation) (policy.Report, error) {
+	if err := s.Follow(ctx); err != nil {
+		if err := s.db.View(func(tx *store.Tx) error { a.Replacing = tx.ActiveDigest(); return nil }); err != nil {
+			return policy.Report{}, err
+		}
+	}
 	return s.policy.Activate(ctx, b, a)
 }
 
