@@ -132,7 +132,31 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 	}
 	var a store.Approval
 	var refused policy.Refusal
-	err := e.db.Update(func(tx *store.Tx) error {
+	err := e.underActiveBundle(ctx, func() (err error) {
+		a, refused, err = e.recordApprovalDecision(ctx, p, id, comment, to)
+		return err
+	})
+	if err != nil {
+		return a, err
+	}
+	if refused == "" || refused == policy.ApprovalExpired {
+		e.changes.changed(a.Workflow)
+		e.obs.ApprovalChanged(a)
+	}
+	if refused != "" {
+		return a, &ApprovalRefused{Code: string(refused)}
+	}
+	return a, nil
+}
+
+// recordApprovalDecision moves pending approval id to status to for p, or
+// records p's refused attempt, in one transaction under the fleet's active
+// bundle (e.stale).
+func (e *Engine) recordApprovalDecision(ctx context.Context, p Person, id, comment string, to store.ApprovalStatus) (a store.Approval, refused policy.Refusal, err error) {
+	err = e.db.Update(func(tx *store.Tx) error {
+		if err := e.stale(tx); err != nil {
+			return err
+		}
 		var err error
 		if a, err = tx.Approval(id); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
@@ -162,20 +186,11 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 		}
 		return tx.PutApproval(a)
 	})
-	if err != nil {
-		return a, err
-	}
-	if refused == "" || refused == policy.ApprovalExpired {
-		e.changes.changed(a.Workflow)
-		e.obs.ApprovalChanged(a)
-	}
-	if refused != "" {
-		return a, &ApprovalRefused{Code: string(refused)}
-	}
-	return a, nil
+	return a, refused, err
 }
 
-// refusal is what the approver rules of the active bundle answer to p
+// refusal is what the approver rules of the active bundle (the fleet's:
+// the caller checked e.stale in its transaction) answer to p
 // moving pending approval a to status to: empty when they allow it. A lead
 // may reject an amount above their own limit.
 func (e *Engine) refusal(ctx context.Context, p Person, a store.Approval, to store.ApprovalStatus, now time.Time) (policy.Refusal, error) {

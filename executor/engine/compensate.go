@@ -31,36 +31,38 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 	}
 	defer release()
 	var a store.Approval
-	err = e.db.Update(func(tx *store.Tx) error {
-		a = store.Approval{} // this may run more than once
-		w, s, err := e.compensable(tx, wfID, n)
-		if err != nil {
-			return err
-		}
-		now := e.clock.Now()
-		if err := e.checkCompensator(ctx, p, w, s); err != nil {
-			return err
-		}
-		id, err := tx.NewApprovalID()
-		if err != nil {
-			return err
-		}
-		a = store.Approval{
-			ID: id, Workflow: wfID, N: n, Tool: s.Tool, Args: s.Args, CallHash: Binding(wfID, s.Tool, s.Args),
-			Summary: Summary(w, s.Tool, s.Args, nil) + " (ratified after execution)", Requester: w.User,
-			RequesterRegion: w.Delegation.Region, Approver: p.ID, Status: store.ApprovalUsed, Comment: comment,
-			Retroactive: true, Created: now, Expires: now, Decided: now,
-		}
-		if err := tx.PutApproval(a); err != nil {
-			return err
-		}
-		if err := e.auditTx(tx, stepRecord(audit.KindCompensation, p.ID, s, map[string]any{
-			"action": "ratify", "approval": id, "comment": comment,
-		})); err != nil {
-			return err
-		}
-		s.Approval, s.Note = id, "ratified by "+p.ID+" after execution (retroactive approval "+id+")"
-		return e.putStep(tx, s)
+	err = e.underActiveBundle(ctx, func() error {
+		return e.db.Update(func(tx *store.Tx) error {
+			a = store.Approval{} // this may run more than once
+			w, s, err := e.compensable(tx, wfID, n)
+			if err != nil {
+				return err
+			}
+			now := e.clock.Now()
+			if err := e.checkCompensator(ctx, tx, p, w, s); err != nil {
+				return err
+			}
+			id, err := tx.NewApprovalID()
+			if err != nil {
+				return err
+			}
+			a = store.Approval{
+				ID: id, Workflow: wfID, N: n, Tool: s.Tool, Args: s.Args, CallHash: Binding(wfID, s.Tool, s.Args),
+				Summary: Summary(w, s.Tool, s.Args, nil) + " (ratified after execution)", Requester: w.User,
+				RequesterRegion: w.Delegation.Region, Approver: p.ID, Status: store.ApprovalUsed, Comment: comment,
+				Retroactive: true, Created: now, Expires: now, Decided: now,
+			}
+			if err := tx.PutApproval(a); err != nil {
+				return err
+			}
+			if err := e.auditTx(tx, stepRecord(audit.KindCompensation, p.ID, s, map[string]any{
+				"action": "ratify", "approval": id, "comment": comment,
+			})); err != nil {
+				return err
+			}
+			s.Approval, s.Note = id, "ratified by "+p.ID+" after execution (retroactive approval "+id+")"
+			return e.putStep(tx, s)
+		})
 	})
 	if err == nil {
 		e.changes.changed(wfID)
@@ -84,11 +86,13 @@ func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comm
 	defer release()
 	var w store.Workflow
 	var s store.Step
-	err = e.db.View(func(tx *store.Tx) (err error) {
-		if w, s, err = e.compensable(tx, wfID, n); err != nil {
-			return err
-		}
-		return e.checkCompensator(ctx, p, w, s)
+	err = e.underActiveBundle(ctx, func() error {
+		return e.db.View(func(tx *store.Tx) (err error) {
+			if w, s, err = e.compensable(tx, wfID, n); err != nil {
+				return err
+			}
+			return e.checkCompensator(ctx, tx, p, w, s)
+		})
 	})
 	if err != nil {
 		return s, err
@@ -147,8 +151,12 @@ func (e *Engine) compensable(tx *store.Tx, wfID string, n int) (store.Workflow, 
 	return w, s, nil
 }
 
-// checkCompensator applies the approver rules to the lead who compensates.
-func (e *Engine) checkCompensator(ctx context.Context, p Person, w store.Workflow, s store.Step) error {
+// checkCompensator applies the approver rules of the fleet's active bundle
+// to the lead who compensates, in tx.
+func (e *Engine) checkCompensator(ctx context.Context, tx *store.Tx, p Person, w store.Workflow, s store.Step) error {
+	if err := e.stale(tx); err != nil {
+		return err
+	}
 	refused, err := e.policy.CheckApprover(ctx, policy.ApproverInput{
 		Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
 		Requester: policy.Requester{ID: w.User, Region: w.Delegation.Region},

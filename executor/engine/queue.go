@@ -42,6 +42,11 @@ type ApprovalItem struct {
 // q.All, pending approvals p may not approve are left out, so a lead's
 // default view is what they can act on.
 func (e *Engine) ApprovalQueue(ctx context.Context, p Person, q ApprovalQuery) ([]ApprovalItem, error) {
+	if e.follow != nil { // can_approve is what the fleet's active bundle answers
+		if err := e.follow(ctx); err != nil {
+			return nil, fmt.Errorf("follow the fleet's active bundle: %w", err)
+		}
+	}
 	var items []ApprovalItem
 	err := e.db.View(func(tx *store.Tx) error {
 		items = items[:0]

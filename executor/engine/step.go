@@ -586,21 +586,36 @@ func (s *staleBundle) Error() string {
 // bundle before giving up (activations faster than decisions).
 const maxFollows = 3
 
-// decideBatch runs fn, a decision transaction, in a batch; when fn finds
-// the store's active bundle newer than the policy's (staleBundle, only
-// with Options.Follow), it loads that bundle, forgets the verdict *v made
-// under the old one, and runs fn again.
+// decideBatch runs fn, a decision transaction, in a batch, under the
+// fleet's active bundle (underActiveBundle); a verdict *v made under an
+// older one is forgotten.
 func (e *Engine) decideBatch(ctx context.Context, v *verdict, fn func(*store.Tx) (reservation, error)) (reservation, error) {
+	var r reservation
+	runs := 0
+	err := e.underActiveBundle(ctx, func() (err error) {
+		if runs++; runs > 1 {
+			v.ok = false // decided under the old bundle: decide again inside
+		}
+		r, err = batch(e.db, fn)
+		return err
+	})
+	return r, err
+}
+
+// underActiveBundle runs tx, a transaction that asks the policy inside it
+// after checking e.stale; when that finds the store's active bundle newer
+// than the policy's (only with Options.Follow: another sidecar activated
+// it), it loads that bundle and runs tx again.
+func (e *Engine) underActiveBundle(ctx context.Context, tx func() error) error {
 	for follows := 0; ; follows++ {
-		r, err := batch(e.db, fn)
+		err := tx()
 		var sb *staleBundle
 		if !errors.As(err, &sb) || follows == maxFollows {
-			return r, err
+			return err
 		}
 		if err := e.follow(ctx); err != nil {
-			return r, fmt.Errorf("follow the fleet's active bundle %s: %w", sb.digest, err)
+			return fmt.Errorf("follow the fleet's active bundle %s: %w", sb.digest, err)
 		}
-		v.ok = false // decided under the old bundle: decide again inside
 	}
 }
 
