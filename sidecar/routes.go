@@ -117,7 +117,16 @@ func person(c echo.Context) engine.Person {
 		RefundCeiling: p.RefundCeiling, ApproveLimit: p.ApproveLimit, Expires: p.Expires}
 }
 
+// ready answers whether this sidecar can decide. On a store several
+// sidecars share it first loads the bundle the store records as active,
+// which another sidecar may have activated: one that joined the fleet
+// before any bundle was active becomes ready with the first.
 func (s *Server) ready(c echo.Context) error {
+	if s.opts.Store.Shared() {
+		if err := s.opts.Releases.Follow(c.Request().Context()); err != nil {
+			return newError(http.StatusServiceUnavailable, "not_ready", "the fleet's active bundle does not load here: %v", err)
+		}
+	}
 	if s.opts.Policy.Revision() == "" {
 		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
 	}

@@ -103,3 +103,21 @@ func TestApproverRulesAreTheFleetsActiveBundles(t *testing.T) {
 		t.Fatalf("queue %+v, want the approval with can_approve false, above_approver_limit", queue)
 	}
 }
+
+// TestAMemberStartedBeforeAnyBundleFollowsTheFirst: a sidecar that joined
+// the fleet before any bundle was active decides with the one activated
+// through another sidecar.
+func TestAMemberStartedBeforeAnyBundleFollowsTheFirst(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	ctx := context.Background()
+	_, releasesA := h.member()
+	b, _ := h.member()
+	if _, err := releasesA.ActivateBundle(ctx, h.pol.Active(), policy.Activation{By: "ops-ida"}); err != nil {
+		t.Fatal(err)
+	}
+	h.eng = b
+	h.workflow("rep-ana", "W1")
+	if s := h.propose("rep-ana", "W1", tool.IssueRefund, `{"order":"O-1001","amount":3000}`); s.Status != store.StepDone {
+		t.Fatalf("$30 refund through the member that joined first: %s (%s), want done", s.Status, s.Note)
+	}
+}

@@ -1,0 +1,99 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/fixture"
+	"github.com/countersign/countersign/executor/pgtest"
+	"github.com/countersign/countersign/executor/sim/idp"
+	"github.com/countersign/countersign/sidecar/authn"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestMembersBecomeReadyWithTheFirstBundle: two production sidecars join a
+// new PostgreSQL store before any bundle is active, so neither is ready. A
+// bundle activated through one makes the other ready too, with the same
+// revision: a readiness probe never leaves a member out of the fleet for
+// want of a bundle another member activated.
+func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
+	url := pgtest.URL(t)
+	dir := t.TempDir()
+	issuer, err := idp.Open(idp.Options{Dir: filepath.Join(dir, "idp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwks, issuer.JWKSJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := issuer.Tokens(fixture.People(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kek, err := credential.NewKeyEncryptionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func() *stack.Stack {
+		o := production(t)
+		o.Issuers = []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwks}}
+		o.StoreURL, o.KeyEncryptionKey = url, kek
+		st, err := stack.Start(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, b := member(), member()
+	ready := func(st *stack.Stack) (int, string) {
+		res, err := http.Get(st.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body struct {
+			Revision string `json:"policy_revision"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		return res.StatusCode, body.Revision
+	}
+	for name, st := range map[string]*stack.Stack{"a": a, "b": b} {
+		if status, _ := ready(st); status != http.StatusServiceUnavailable {
+			t.Fatalf("member %s before any bundle: /readyz %d, want 503", name, status)
+		}
+	}
+
+	archive, err := bundles.Archive("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, a.URL+"/v1/bundles", bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokens["ops-ida"])
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("p1 through member a: %d, want 201", res.StatusCode)
+	}
+	if status, rev := ready(b); status != http.StatusOK || rev != "p1" {
+		t.Fatalf("member b after p1 was activated through a: /readyz %d %q, want 200 p1", status, rev)
+	}
+}
