@@ -622,7 +622,10 @@ func (s *Server) effectiveness(c echo.Context) error {
 }
 
 func (s *Server) latestReconciliation(c echo.Context) error {
-	r, ok := s.opts.Reconcile.Latest()
+	r, ok, err := s.opts.Reconcile.Latest()
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return newError(http.StatusNotFound, "not_found", "no reconciliation has run yet: POST /v1/reconciliations")
 	}

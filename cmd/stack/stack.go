@@ -235,11 +235,11 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 }
 
 // newReconcile compares the store's steps with the ledger's entries and
-// the order system's shipments.
+// the order system's shipments, and keeps the latest report in the store.
 func newReconcile(o Options, db *store.DB, sys *systems.Systems) (*reconcile.Job, error) {
 	return reconcile.New(reconcile.Options{
 		Records: reconcile.FromStore(db), Ledger: sys.Dispatcher().Ledger(),
-		Shipments: sys.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger,
+		Shipments: sys.Dispatcher().Orders(), Clock: o.Clock, Logger: o.Logger, Reports: db,
 	})
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
 )
 
 // Options wire a Job. Records, Ledger and Shipments are required.
@@ -29,6 +31,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives one line per run. Default: discard.
 	Logger *slog.Logger
+	// Reports, when set, keeps the latest report in the store, where every
+	// sidecar sharing it reads it and a restart finds it. Nil: in memory.
+	Reports *store.DB
 }
 
 // Validate reports every problem with o at once.
@@ -52,8 +57,8 @@ func (o Options) Validate() error {
 	return fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
 }
 
-// Job runs reconciliations and keeps the latest report. It is safe for
-// concurrent use; runs are serialized.
+// Job runs reconciliations and keeps the latest report (Options.Reports).
+// It is safe for concurrent use; runs are serialized.
 type Job struct {
 	o   Options
 	log *slog.Logger
@@ -101,24 +106,56 @@ func (j *Job) Run(ctx context.Context) (Report, error) {
 	}
 	r := Classify(in, j.o.AutoLimit)
 	r.At = at(j.o.Clock.Now())
-	j.mu.Lock()
-	j.latest = &r
-	j.mu.Unlock()
+	if err := j.keep(r); err != nil {
+		return r, err
+	}
 	j.log.Info("reconciled", "matched", r.Count(Matched), "unexplained", r.Unexplained,
 		"steps", len(in.Steps), "entries", len(in.Entries), "shipments", len(in.Shipments))
 	return r, nil
 }
 
-// Latest returns the report of the last successful run; ok is false before
-// the first. Its maps and slices are shared with every other caller: read
-// them, do not modify them.
-func (j *Job) Latest() (r Report, ok bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.latest == nil {
-		return Report{}, false
+// keep makes r the latest report.
+func (j *Job) keep(r Report) error {
+	if j.o.Reports == nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.latest = &r
+		return nil
 	}
-	return *j.latest, true
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("keep the report: %w", err)
+	}
+	if err := j.o.Reports.Update(func(tx *store.Tx) error { return tx.PutReconciliation(raw) }); err != nil {
+		return fmt.Errorf("keep the report: %w", err)
+	}
+	return nil
+}
+
+// Latest returns the report of the last successful run, by this job or,
+// with Options.Reports, by any sidecar's on the same store; ok is false
+// before the first. Read its maps and slices; do not modify them.
+func (j *Job) Latest() (r Report, ok bool, err error) {
+	if j.o.Reports == nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.latest == nil {
+			return Report{}, false, nil
+		}
+		return *j.latest, true, nil
+	}
+	var raw []byte
+	err = j.o.Reports.View(func(tx *store.Tx) (err error) { raw, err = tx.Reconciliation(); return err })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Report{}, false, nil
+	case err != nil:
+		return Report{}, false, fmt.Errorf("the latest report: %w", err)
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Report{}, false, fmt.Errorf("the latest report does not decode: %w", err)
+	}
+	return r, true, nil
 }
 
 // RunEvery runs the job at once and then every interval until ctx ends,

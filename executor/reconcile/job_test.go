@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -63,17 +64,44 @@ func TestOptionsValidateListsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestJobRunAndLatest: the latest report is the last successful run's,
+// kept in memory or, with Options.Reports, in the store, where another
+// sidecar's job on it reads the same report.
 func TestJobRunAndLatest(t *testing.T) {
+	t.Run("in memory", func(t *testing.T) { runAndLatest(t, nil) })
+	t.Run("in the store", func(t *testing.T) {
+		db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		r := runAndLatest(t, db)
+		other, err := reconcile.New(reconcile.Options{Records: reconcile.FromStore(db), Ledger: reconcile.LedgerFunc(nil),
+			Shipments: reconcile.ShipmentsFunc(nil), Reports: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if latest, ok, err := other.Latest(); err != nil || !ok || mustJSON(t, latest) != mustJSON(t, r) {
+			t.Errorf("another job on the store: Latest = %v, %v, %s; want the run's report", ok, err, mustJSON(t, latest))
+		}
+	})
+}
+
+// runAndLatest runs a job keeping its reports in db (nil: in memory) and
+// returns its good report.
+func runAndLatest(t *testing.T, db *store.DB) reconcile.Report {
 	f := &fakes{
 		records: reconcile.Records{Steps: []store.Step{refund("W1", 1, "O-1001", 3000, store.StepDone)}},
 		entries: []dispatch.Entry{refundEntry("L1", key("W1", 1), "O-1001", 3000)},
 	}
-	j, err := reconcile.New(f.options())
+	o := f.options()
+	o.Reports = db
+	j, err := reconcile.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := j.Latest(); ok {
-		t.Fatal("Latest before any run reports a report")
+	if _, ok, err := j.Latest(); ok || err != nil {
+		t.Fatalf("Latest before any run: %v, %v; want none", ok, err)
 	}
 	r, err := j.Run(context.Background())
 	if err != nil {
@@ -85,8 +113,8 @@ func TestJobRunAndLatest(t *testing.T) {
 	if got := strings.Join(f.reads, ","); got != "records,ledger,shipments" {
 		t.Errorf("read order %s: the agent's records must be read before the systems of record", got)
 	}
-	latest, ok := j.Latest()
-	if !ok || mustJSON(t, latest) != mustJSON(t, r) {
+	latest, ok, err := j.Latest()
+	if err != nil || !ok || mustJSON(t, latest) != mustJSON(t, r) {
 		t.Errorf("Latest = %v, %s; want the run's report", ok, mustJSON(t, latest))
 	}
 
@@ -95,9 +123,10 @@ func TestJobRunAndLatest(t *testing.T) {
 	if _, err := j.Run(context.Background()); !errors.Is(err, reconcile.ErrRead) || !strings.Contains(err.Error(), "ledger") {
 		t.Errorf("Run with the ledger down: %v, want ErrRead naming the ledger", err)
 	}
-	if again, _ := j.Latest(); mustJSON(t, again) != mustJSON(t, r) {
+	if again, _, _ := j.Latest(); mustJSON(t, again) != mustJSON(t, r) {
 		t.Error("a failed run replaced the latest report")
 	}
+	return r
 }
 
 func TestRunEvery(t *testing.T) {
