@@ -137,6 +137,9 @@ func classify(err error) *apiError {
 		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
 	case errors.Is(err, engine.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "system_unavailable", "%v", err)
+	case errors.Is(err, store.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, "store_unavailable",
+			"the store cannot be reached, so nothing was changed that this answer would confirm; retry shortly (a resume settles any step that had started), and tell an operator if it persists")
 	case errors.Is(err, store.ErrConflict):
 		return newError(http.StatusServiceUnavailable, "store_busy",
 			"the store was too busy to commit this change; retry the request (a resume settles any step that had started)")

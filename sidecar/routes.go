@@ -124,14 +124,16 @@ func person(c echo.Context) engine.Person {
 func (s *Server) ready(c echo.Context) error {
 	if s.opts.Store.Shared() {
 		if err := s.opts.Releases.Follow(c.Request().Context()); err != nil {
-			return newError(http.StatusServiceUnavailable, "not_ready", "the fleet's active bundle does not load here: %v", err)
+			s.log.Warn("not ready: the fleet's active bundle does not load", "err", err)
+			return newError(http.StatusServiceUnavailable, "not_ready", "the fleet's active bundle does not load here; the sidecar's log says why")
 		}
 	}
 	if s.opts.Policy.Revision() == "" {
 		return newError(http.StatusServiceUnavailable, "not_ready", "no policy bundle is active; an operator must activate one")
 	}
 	if err := s.opts.Engine.Ping(); err != nil {
-		return newError(http.StatusServiceUnavailable, "not_ready", "store unavailable: %v", err)
+		s.log.Warn("not ready: the store cannot be read", "err", err)
+		return newError(http.StatusServiceUnavailable, "not_ready", "the store cannot be read; the sidecar's log says why")
 	}
 	return c.JSON(http.StatusOK, readyAnswer{Status: "ready", PolicyRevision: s.opts.Policy.Revision()})
 }

@@ -23,6 +23,10 @@ var (
 	// (or deadlocks) with concurrent writers and was given up. Nothing of
 	// it committed; the call may be retried.
 	ErrConflict = errors.New("write transaction kept conflicting with concurrent writers")
+	// ErrUnavailable: PostgreSQL could not be reached, or stopped answering,
+	// within the transaction (a refused or broken connection, a timeout).
+	// A write that failed so may or may not have committed; retry it.
+	ErrUnavailable = errors.New("the store cannot be reached")
 	// ErrSchemaNewer: the database was migrated by a newer countersign.
 	// Run that version (or newer) against it.
 	ErrSchemaNewer = errors.New("database schema is newer than this binary")

@@ -115,6 +115,17 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
+// unreachable marks err ErrUnavailable unless PostgreSQL itself answered
+// it: any error that is not a *pgconn.PgError comes from the connection
+// (refused, broken, timed out), not from the statement.
+func unreachable(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || errors.As(err, &pe) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
 // conflict reports whether err is PostgreSQL refusing a transaction that
 // would run again fine: a serialization failure or a deadlock.
 func conflict(err error) bool {
@@ -145,14 +156,14 @@ func (s *pgStore) write(ctx context.Context, fn func(kvTx) error) error {
 	defer s.writer.Unlock()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire a connection: %w", err)
+		return unreachable(fmt.Errorf("acquire a connection: %w", err))
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(writerLock)); err != nil {
 		// The session may hold the lock or not: a connection in doubt is
 		// closed, which releases it.
 		conn.Conn().Close(context.Background())
-		return fmt.Errorf("take the writer lock: %w", err)
+		return unreachable(fmt.Errorf("take the writer lock: %w", err))
 	}
 	err = s.run(ctx, conn.Conn().BeginTx, writeTx, fn)
 	if _, uerr := conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", int64(writerLock)); uerr != nil {
@@ -173,7 +184,7 @@ func (s *pgStore) view(fn func(kvTx) error) error {
 func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOptions) (pgx.Tx, error), opts pgx.TxOptions, fn func(kvTx) error) error {
 	tx, err := begin(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
+		return unreachable(fmt.Errorf("begin transaction: %w", err))
 	}
 	defer tx.Rollback(ctx) // after Commit, a no-op
 	t := &pgTx{ctx: ctx, tx: tx}
@@ -182,13 +193,13 @@ func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOpt
 		t.flush() // the queued writes; a read-only transaction refuses them here
 	}
 	if t.err != nil {
-		return t.err
+		return unreachable(t.err)
 	}
 	if ferr != nil {
 		return ferr
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return unreachable(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
