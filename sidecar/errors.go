@@ -6,6 +6,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -95,7 +97,7 @@ func classify(err error) *apiError {
 	case errors.Is(err, engine.ErrForbidden):
 		return newError(http.StatusForbidden, "forbidden", "%v", err)
 	case errors.Is(err, engine.ErrWorkflowExists):
-		return newError(http.StatusConflict, "workflow_exists", "%v; use another id or the same ticket", err)
+		return newError(http.StatusConflict, "workflow_exists", "%v; use another id, or repeat the first request exactly to get that workflow", err)
 	case errors.Is(err, engine.ErrNotAmendable):
 		return newError(http.StatusConflict, "step_not_amendable", "%v; propose a new step instead", err)
 	case errors.Is(err, engine.ErrNotCompensable):
@@ -221,7 +223,7 @@ func decodeJSON(c echo.Context, v any) error {
 	// Read the whole body first: a decoder stops at the end of the first
 	// value and would miss both trailing data and a body that passes the
 	// limit in its last read.
-	body, err := io.ReadAll(req.Body)
+	body, err := readBody(c, req.Body)
 	if err != nil {
 		if overLimit(err) {
 			return echo.ErrStatusRequestEntityTooLarge
@@ -229,6 +231,35 @@ func decodeJSON(c echo.Context, v any) error {
 		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
 	}
 	return strictjson.Decode(body, v) // classify answers its refusals
+}
+
+// readBody reads r, the request's body, within the server's BodyTimeout:
+// a client that announces a body and sends it slowly, or never, holds a
+// connection that long and no longer. The deadline covers the body only,
+// not what the handler does next.
+func readBody(c echo.Context, r io.Reader) ([]byte, error) {
+	rc := http.NewResponseController(c.Response())
+	deadline := rc.SetReadDeadline(time.Now().Add(bodyTimeout(c))) == nil
+	body, err := io.ReadAll(r)
+	if deadline && err == nil {
+		// Cleared only after a whole body: after a timeout the server's
+		// own read of the rest must fail at once too, or the answer would
+		// wait for it.
+		err = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
+}
+
+// noBody checks the body of an endpoint that takes none: no body, or an
+// empty JSON object, passes; anything else is refused as decodeJSON
+// refuses a body that does not fit (a wrong content type 400, a member
+// 422), so that a request meant for another endpoint never passes here.
+func noBody(c echo.Context) error {
+	if c.Request().ContentLength == 0 {
+		return nil
+	}
+	var none struct{}
+	return decodeJSON(c, &none)
 }
 
 // overLimit reports whether reading a body failed because it passed the
@@ -259,4 +290,21 @@ func gateFailures(r policy.Report) []gateFailure {
 		out = append(out, gateFailure{Case: "rego test " + name, Expected: "pass", Got: "fail"})
 	}
 	return out
+}
+
+// maxEcho is how much of a client's own input an error message repeats.
+const maxEcho = 64
+
+// clip is s as an error message repeats it: whole up to maxEcho bytes,
+// else its start and its length, so that an answer never grows with what
+// the client sent.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }

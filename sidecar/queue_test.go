@@ -77,7 +77,7 @@ func TestApprovalQueueIsTheLeadsOwn(t *testing.T) {
 	}
 	// The item's code is what approving answers.
 	e.call(t, http.MethodPost, "/v1/approvals/"+id+"/approve", "lead-fay", nil).want(t, http.StatusForbidden, "above_approver_limit")
-	e.call(t, http.MethodGet, "/v1/approvals?all=maybe", "lead-eli", nil).want(t, http.StatusUnprocessableEntity, "invalid_request")
+	e.call(t, http.MethodGet, "/v1/approvals?all=maybe", "lead-eli", nil).want(t, http.StatusBadRequest, "invalid_query")
 
 	// An operator sees the whole queue and approves nothing.
 	op := e.queue(t, "ops-ida", "?status=pending")[id]

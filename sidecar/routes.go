@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -153,9 +152,9 @@ func (s *Server) tools(c echo.Context) error {
 
 func (s *Server) createWorkflow(c echo.Context) error {
 	var req struct {
-		Ticket       string `json:"ticket"`
-		ID           string `json:"id"`
-		AgentVersion string `json:"agent_version"`
+		Ticket       string  `json:"ticket"`
+		ID           *string `json:"id"`
+		AgentVersion string  `json:"agent_version"`
 		Bounds       struct {
 			MaxSteps *int         `json:"max_steps"`
 			MaxSpend *money.Cents `json:"max_spend"`
@@ -165,8 +164,14 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
+	id := ""
+	if req.ID != nil {
+		if id = *req.ID; id == "" {
+			return newError(http.StatusUnprocessableEntity, "invalid_request", "id: empty; give 1 to 64 letters, digits, '.', '_' or '-', or leave id out for one made for you")
+		}
+	}
 	w, created, err := s.opts.Engine.OpenWorkflow(c.Request().Context(), person(c),
-		engine.NewWorkflow{ID: req.ID, Ticket: req.Ticket, AgentVersion: req.AgentVersion, Bounds: engine.Bounds(req.Bounds)})
+		engine.NewWorkflow{ID: id, Ticket: req.Ticket, AgentVersion: req.AgentVersion, Bounds: engine.Bounds(req.Bounds)})
 	if err != nil {
 		return err
 	}
@@ -225,6 +230,9 @@ func (s *Server) amendStep(c echo.Context) error {
 }
 
 func (s *Server) resume(c echo.Context) error {
+	if err := noBody(c); err != nil {
+		return err
+	}
 	snap, err := s.opts.Engine.Resume(c.Request().Context(), person(c), c.Param("id"))
 	if err != nil && snap.Workflow.ID == "" {
 		return err
@@ -272,7 +280,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 	switch status {
 	case "", store.ApprovalPending, store.ApprovalApproved, store.ApprovalUsed, store.ApprovalRejected, store.ApprovalExpired, store.ApprovalVoid:
 	default:
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "status: one of pending, approved, used, rejected, expired, void")
+		return newError(http.StatusBadRequest, "invalid_query", "status: %q is not an approval status; use one of pending, approved, used, rejected, expired, void, or leave it out for all", clip(string(status)))
 	}
 	all, err := boolQuery(c, "all")
 	if err != nil {
@@ -370,6 +378,9 @@ func (s *Server) setMode(c echo.Context) error {
 }
 
 func (s *Server) raiseEpoch(c echo.Context) error {
+	if err := noBody(c); err != nil {
+		return err
+	}
 	n, err := s.opts.Credentials.Raise(c.Request().Context())
 	if err != nil {
 		return err
@@ -423,7 +434,7 @@ func (s *Server) uploadBundle(c echo.Context) error {
 		return newError(http.StatusUnprocessableEntity, "reason_required", "a break-glass activation needs ?reason=... saying why the gate is skipped")
 	}
 	if dryRun && a.BreakGlass {
-		return newError(http.StatusUnprocessableEntity, "invalid_request", "dry_run and break_glass: choose one; a dry run activates nothing")
+		return newError(http.StatusBadRequest, "invalid_query", "dry_run and break_glass: choose one; a dry run activates nothing")
 	}
 	body, err := readBundle(c)
 	if err != nil {
@@ -466,7 +477,8 @@ func (s *Server) activated(c echo.Context, rec store.BundleRecord, err error) er
 	return c.JSON(http.StatusCreated, newBundleView(rec))
 }
 
-// boolQuery reads an optional true/false query parameter.
+// boolQuery reads an optional true/false query parameter. Every query
+// parameter that does not parse is a 400 invalid_query that names it.
 func boolQuery(c echo.Context, name string) (bool, error) {
 	switch c.QueryParam(name) {
 	case "", "false":
@@ -474,7 +486,7 @@ func boolQuery(c echo.Context, name string) (bool, error) {
 	case "true":
 		return true, nil
 	}
-	return false, newError(http.StatusUnprocessableEntity, "invalid_request", "%s: true or false", name)
+	return false, newError(http.StatusBadRequest, "invalid_query", "%s: %q is neither true nor false", name, clip(c.QueryParam(name)))
 }
 
 // readBundle reads an upload under the bundle's own bound, which the
@@ -485,7 +497,7 @@ func readBundle(c echo.Context) ([]byte, error) {
 	if req.ContentLength > policy.MaxArchiveBytes {
 		return nil, fmt.Errorf("%w: upload of %d bytes", policy.ErrBundleTooLarge, req.ContentLength)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, policy.MaxArchiveBytes))
+	body, err := readBody(c, http.MaxBytesReader(c.Response(), req.Body, policy.MaxArchiveBytes))
 	if overLimit(err) {
 		return nil, fmt.Errorf("%w: upload over %d bytes", policy.ErrBundleTooLarge, policy.MaxArchiveBytes)
 	}
@@ -531,7 +543,7 @@ func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error
 		if v := c.QueryParam(p.name); v != "" {
 			if *p.to, err = time.Parse(time.RFC3339, v); err != nil {
 				return f, 0, newError(http.StatusBadRequest, "invalid_query",
-					"%s: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", p.name, v)
+					"%s: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", p.name, clip(v))
 			}
 		}
 	}
@@ -539,13 +551,13 @@ func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error
 	if v := c.QueryParam("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxDecisionLimit {
 			return f, 0, newError(http.StatusBadRequest, "invalid_query",
-				"limit: %q is not a whole number from 1 to %d (default %d)", v, maxDecisionLimit, defaultDecisionLimit)
+				"limit: %q is not a whole number from 1 to %d (default %d)", clip(v), maxDecisionLimit, defaultDecisionLimit)
 		}
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		if f.After, err = parseCursor(v); err != nil {
 			return f, 0, newError(http.StatusBadRequest, "invalid_query",
-				"cursor: %q is not a cursor this endpoint answered; pass next_cursor as it came, or leave cursor out to start at the beginning", v)
+				"cursor: %q is not a cursor this endpoint answered; pass next_cursor as it came, or leave cursor out to start at the beginning", clip(v))
 		}
 	}
 	return f, limit, nil
@@ -560,7 +572,7 @@ func (s *Server) auditList(c echo.Context) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > audit.MaxLimit {
 			return newError(http.StatusBadRequest, "invalid_query",
-				"limit: %q is not a whole number from 1 to %d (default %d)", v, audit.MaxLimit, audit.DefaultLimit)
+				"limit: %q is not a whole number from 1 to %d (default %d)", clip(v), audit.MaxLimit, audit.DefaultLimit)
 		}
 		limit = n
 	}
@@ -568,7 +580,7 @@ func (s *Server) auditList(c echo.Context) error {
 	page, err := s.opts.Audit.List(s.opts.Store, after, limit)
 	if errors.Is(err, audit.ErrCursor) {
 		return newError(http.StatusBadRequest, "invalid_query",
-			"after: %q is not a record id; pass next as the previous page answered it, or leave after out to start at the beginning", after)
+			"after: %q is not a record id; pass next as the previous page answered it, or leave after out to start at the beginning", clip(after))
 	}
 	if err != nil {
 		return err
@@ -588,6 +600,9 @@ func (s *Server) auditVerify(c echo.Context) error {
 }
 
 func (s *Server) reconcile(c echo.Context) error {
+	if err := noBody(c); err != nil {
+		return err
+	}
 	r, err := s.opts.Reconcile.Run(c.Request().Context())
 	if err != nil {
 		return newError(http.StatusServiceUnavailable, "system_unavailable", "reconciliation could not read a system of record: %v", err)
@@ -613,7 +628,7 @@ func (s *Server) effectiveness(c echo.Context) error {
 	if v := c.QueryParam("since"); v != "" {
 		var err error
 		if since, err = time.Parse(time.RFC3339, v); err != nil {
-			return newError(http.StatusBadRequest, "invalid_query", "since: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", v)
+			return newError(http.StatusBadRequest, "invalid_query", "since: %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", clip(v))
 		}
 	}
 	r, err := effectiveness.Compute(s.opts.Store, since, s.opts.Clock.Now())

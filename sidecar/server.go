@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -47,9 +48,12 @@ type Options struct {
 	// BodyLimit defaults to 1MiB (1,048,576 bytes). Echo reads "1M" as
 	// the decimal megabyte, 1,000,000 bytes, so write the binary unit.
 	BodyLimit string
-	Store     *store.DB
-	Audit     *audit.Log
-	Reconcile *reconcile.Job
+	// BodyTimeout bounds reading a request's body. Default
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	Store       *store.DB
+	Audit       *audit.Log
+	Reconcile   *reconcile.Job
 	// Unexplained is set to the last reconciliation's unexplained count.
 	Unexplained prometheus.Gauge
 	// Clock is the now of reports; nil means the wall clock.
@@ -85,21 +89,56 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.Wall{}
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
 	s.draining, s.drain = context.WithCancel(context.Background())
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(
+		keepRequestID,
 		middleware.RequestID(),
 		s.requestLog(),
 		middleware.Recover(),
 		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: opts.BodyLimit, Skipper: isBundleUpload}),
+		func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error { c.Set(bodyTimeoutKey, opts.BodyTimeout); return next(c) }
+		},
 	)
 	s.mcp = s.newMCP()
 	s.routes()
 	return s
 }
+
+// DefaultBodyTimeout is Options.BodyTimeout when left zero.
+const DefaultBodyTimeout = 30 * time.Second
+
+const bodyTimeoutKey = "body_timeout"
+
+// bodyTimeout is the server's Options.BodyTimeout.
+func bodyTimeout(c echo.Context) time.Duration {
+	if d, ok := c.Get(bodyTimeoutKey).(time.Duration); ok {
+		return d
+	}
+	return DefaultBodyTimeout
+}
+
+// keepRequestID drops a client's X-Request-Id that is not 1 to 128
+// letters, digits, '.', '_' or '-', so that the id a response and the log
+// repeat is either one a client can use or one the server made.
+func keepRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if id := h.Values(echo.HeaderXRequestID); len(id) > 1 || len(id) == 1 && !requestIDPattern.MatchString(id[0]) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // ServeHTTP makes the server an http.Handler (tests, embedding).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }

@@ -119,11 +119,11 @@ func TestWaitBadRequests(t *testing.T) {
 		status          int
 		code            string
 	}{
-		{"no unit", "rep-ben", "/v1/workflows/W1?wait=30", http.StatusUnprocessableEntity, "invalid_request"},
-		{"empty", "rep-ben", "/v1/workflows/W1?wait=", http.StatusUnprocessableEntity, "invalid_request"},
-		{"not a duration", "rep-ben", "/v1/workflows/W1?wait=soon", http.StatusUnprocessableEntity, "invalid_request"},
-		{"over a minute", "rep-ben", "/v1/workflows/W1?wait=61s", http.StatusUnprocessableEntity, "invalid_request"},
-		{"negative", "rep-ben", "/v1/workflows/W1?wait=-1s", http.StatusUnprocessableEntity, "invalid_request"},
+		{"no unit", "rep-ben", "/v1/workflows/W1?wait=30", http.StatusBadRequest, "invalid_query"},
+		{"empty", "rep-ben", "/v1/workflows/W1?wait=", http.StatusBadRequest, "invalid_query"},
+		{"not a duration", "rep-ben", "/v1/workflows/W1?wait=soon", http.StatusBadRequest, "invalid_query"},
+		{"over a minute", "rep-ben", "/v1/workflows/W1?wait=61s", http.StatusBadRequest, "invalid_query"},
+		{"negative", "rep-ben", "/v1/workflows/W1?wait=-1s", http.StatusBadRequest, "invalid_query"},
 		{"another rep's workflow", "rep-ana", "/v1/workflows/W1?wait=60s", http.StatusForbidden, "forbidden"},
 		{"no such workflow", "rep-ben", "/v1/workflows/W-none?wait=60s", http.StatusNotFound, "not_found"},
 		{"no token", "", "/v1/workflows/W1?wait=60s", http.StatusUnauthorized, ""},
@@ -131,7 +131,7 @@ func TestWaitBadRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.call(t, http.MethodGet, tc.path, tc.who, nil)
 			r.want(t, tc.status, tc.code)
-			if tc.code == "invalid_request" && !strings.Contains(r.errorOf(t).Message, "wait") {
+			if tc.code == "invalid_query" && !strings.Contains(r.errorOf(t).Message, "wait") {
 				t.Errorf("message %q does not name wait", r.errorOf(t).Message)
 			}
 		})

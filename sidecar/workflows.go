@@ -76,29 +76,27 @@ func (s *Server) listWorkflows(c echo.Context) error {
 	return c.JSON(http.StatusOK, newWorkflowsAnswer(page))
 }
 
-// workflowQuery reads status, limit and cursor. A status that is none of
-// the workflow statuses is a 422 invalid_request, as for the approval
-// queue; a limit or a cursor that does not parse is a 400 invalid_query,
-// as for the decision log, whose cursors these are too.
+// workflowQuery reads status, limit and cursor. One that does not parse is
+// a 400 invalid_query naming it, as for every list.
 func workflowQuery(c echo.Context) (f store.WorkflowFilter, limit int, err error) {
 	switch f.Status = store.WorkflowStatus(c.QueryParam("status")); f.Status {
 	case "", store.WorkflowRunning, store.WorkflowWaitingApproval, store.WorkflowPaused,
 		store.WorkflowNeedsReconciliation, store.WorkflowDone, store.WorkflowFailed:
 	default:
-		return f, 0, newError(http.StatusUnprocessableEntity, "invalid_request",
-			"status: %q is not a workflow status; use one of running, waiting_approval, paused, needs_reconciliation, done, failed, or leave it out for all", f.Status)
+		return f, 0, newError(http.StatusBadRequest, "invalid_query",
+			"status: %q is not a workflow status; use one of running, waiting_approval, paused, needs_reconciliation, done, failed, or leave it out for all", clip(string(f.Status)))
 	}
 	limit = defaultWorkflowLimit
 	if v := c.QueryParam("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxWorkflowLimit {
 			return f, 0, newError(http.StatusBadRequest, "invalid_query",
-				"limit: %q is not a whole number from 1 to %d (default %d)", v, maxWorkflowLimit, defaultWorkflowLimit)
+				"limit: %q is not a whole number from 1 to %d (default %d)", clip(v), maxWorkflowLimit, defaultWorkflowLimit)
 		}
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		if f.After, err = parseCursor(v); err != nil {
 			return f, 0, newError(http.StatusBadRequest, "invalid_query",
-				"cursor: %q is not a cursor this endpoint answered; pass next_cursor as it came, or leave cursor out to start at the beginning", v)
+				"cursor: %q is not a cursor this endpoint answered; pass next_cursor as it came, or leave cursor out to start at the beginning", clip(v))
 		}
 	}
 	return f, limit, nil
@@ -129,8 +127,8 @@ func waitQuery(c echo.Context) (time.Duration, error) {
 	v := c.QueryParam("wait")
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 || d > maxWait {
-		return 0, newError(http.StatusUnprocessableEntity, "invalid_request",
-			"wait: %q is not a duration from 0s to %ds; write it like 30s", v, int(maxWait/time.Second))
+		return 0, newError(http.StatusBadRequest, "invalid_query",
+			"wait: %q is not a duration from 0s to %ds; write it like 30s", clip(v), int(maxWait/time.Second))
 	}
 	return d, nil
 }

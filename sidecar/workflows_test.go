@@ -144,8 +144,8 @@ func TestListWorkflowsBadParameters(t *testing.T) {
 		code   string
 		names  string
 	}{
-		{"status=approved", http.StatusUnprocessableEntity, "invalid_request", "running, waiting_approval, paused, needs_reconciliation, done, failed"},
-		{"status=Running", http.StatusUnprocessableEntity, "invalid_request", "status"},
+		{"status=approved", http.StatusBadRequest, "invalid_query", "running, waiting_approval, paused, needs_reconciliation, done, failed"},
+		{"status=Running", http.StatusBadRequest, "invalid_query", "status"},
 		{"limit=0", http.StatusBadRequest, "invalid_query", "limit"},
 		{"limit=501", http.StatusBadRequest, "invalid_query", "limit"},
 		{"limit=ten", http.StatusBadRequest, "invalid_query", "limit"},

@@ -13,8 +13,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrForbidden: the caller may not act on this record.
 	ErrForbidden = errors.New("forbidden")
-	// ErrWorkflowExists: the workflow id is taken by another ticket or user.
-	ErrWorkflowExists = errors.New("workflow id exists for another ticket")
+	// ErrWorkflowExists: the workflow id is taken, by another user, another
+	// ticket, or the same ticket opened with another agent_version or other
+	// bounds.
+	ErrWorkflowExists = errors.New("workflow id is taken")
 	// ErrNotAmendable: the step has started or ended; its call is final.
 	ErrNotAmendable = errors.New("step is not amendable")
 	// ErrNotPending: the approval was already decided, used, expired or voided.

@@ -88,28 +88,34 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 	if err != nil {
 		return store.Workflow{}, false, err
 	}
-	err = e.db.Batch(func(tx *store.Tx) error {
-		w, created = store.Workflow{}, false // this may run more than once
-		old, err := tx.Workflow(id)
-		if err == nil {
-			if old.Ticket != ticket || old.User != p.ID || old.AgentVersion != nw.AgentVersion || !sameAsked(old.Bounds, nw.Bounds) {
-				return fmt.Errorf("workflow %q: %w", id, ErrWorkflowExists)
+	// The workflow records the revision in force: the fleet's.
+	err = e.underActiveBundle(ctx, func() error {
+		return e.db.Batch(func(tx *store.Tx) error {
+			w, created = store.Workflow{}, false // this may run more than once
+			if err := e.stale(tx); err != nil {
+				return err
 			}
-			w = old
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		w = store.Workflow{
-			ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
-			Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
-				Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
-			PolicyRevision: e.policy.Revision(), Created: now, Updated: now, AgentVersion: nw.AgentVersion,
-			Bounds: bounds,
-		}
-		created = true
-		return tx.CreateWorkflow(w)
+			old, err := tx.Workflow(id)
+			if err == nil {
+				if differs := differences(old, p.ID, ticket, nw); differs != "" {
+					return fmt.Errorf("%w: workflow %q was opened %s", ErrWorkflowExists, id, differs)
+				}
+				w = old
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			w = store.Workflow{
+				ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
+				Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
+					Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
+				PolicyRevision: e.policy.Revision(), Created: now, Updated: now, AgentVersion: nw.AgentVersion,
+				Bounds: bounds,
+			}
+			created = true
+			return tx.CreateWorkflow(w)
+		})
 	})
 	return w, created, err
 }
@@ -256,4 +262,20 @@ func (e *Engine) refreshWorkflow(tx *store.Tx, id string) error {
 	w.Steps = len(steps)
 	w.Updated = e.clock.Now()
 	return tx.PutWorkflow(w)
+}
+
+// differences says how a repeated open of workflow old differs from the
+// first, "" when it is the same request (which answers the workflow).
+func differences(old store.Workflow, user, ticket string, nw NewWorkflow) string {
+	switch {
+	case old.User != user:
+		return "by another user"
+	case old.Ticket != ticket:
+		return "for another ticket"
+	case old.AgentVersion != nw.AgentVersion:
+		return "with another agent_version"
+	case !sameAsked(old.Bounds, nw.Bounds):
+		return "with other bounds"
+	}
+	return ""
 }

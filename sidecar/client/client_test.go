@@ -306,7 +306,7 @@ func TestWorkflowsAndWait(t *testing.T) {
 		t.Errorf("rep-ben lists %+v, %v; want none of rep-ana's", others, err)
 	}
 	_, err = rep.Workflows(ctx, client.WorkflowQuery{Status: "sleeping"})
-	apiError(t, err, http.StatusUnprocessableEntity, "invalid_request")
+	apiError(t, err, http.StatusBadRequest, "invalid_query")
 
 	if _, err := rep.WaitWorkflow(ctx, "W1", 2*time.Minute); err == nil {
 		t.Error("a wait over MaxWait was sent")

@@ -1,0 +1,147 @@
+package sidecar_test
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/sidecar"
+)
+
+// TestEndpointsWithoutABodyRefuseOne: the epoch raise, a resume and a
+// reconciliation take no body. None, or {}, is accepted; another content
+// type is a 400 and a member a 422, as where a body is expected, and the
+// epoch stays where it was.
+func TestEndpointsWithoutABodyRefuseOne(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.open(t, "rep-ana", "W1")
+	bearer := func(who string) http.Header {
+		return http.Header{"Authorization": {"Bearer " + e.st.Tokens[who]}}
+	}
+	epoch := func() int {
+		var b struct {
+			Keys []struct {
+				Kid string `json:"kid"`
+			} `json:"keys"`
+		}
+		e.send(t, http.MethodGet, "/.well-known/jwks.json", nil, nil).decode(t, &b)
+		return len(b.Keys)
+	}
+	before := epoch()
+	for _, tc := range []struct {
+		path, who string
+	}{
+		{"/v1/credentials/epoch", "ops-ida"},
+		{"/v1/workflows/W1/resume", "rep-ana"},
+		{"/v1/reconciliations", "ops-ida"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			h := bearer(tc.who)
+			h.Set("Content-Type", "text/plain")
+			e.send(t, http.MethodPost, tc.path, h, strings.NewReader("zzz")).want(t, http.StatusBadRequest, "unsupported_content_type")
+			e.call(t, http.MethodPost, tc.path, tc.who, map[string]int{"x": 1}).want(t, http.StatusUnprocessableEntity, "invalid_request")
+		})
+	}
+	if after := epoch(); after != before {
+		t.Fatalf("the refused raises changed the published keys: %d, then %d", before, after)
+	}
+	e.call(t, http.MethodPost, "/v1/credentials/epoch", "ops-ida", map[string]int{}).want(t, http.StatusOK, "")
+	e.send(t, http.MethodPost, "/v1/workflows/W1/resume", bearer("rep-ana"), nil).want(t, http.StatusOK, "")
+}
+
+// TestRequestIDs: a client's X-Request-Id comes back when it is a usable
+// id, and is replaced by one the server makes when it is not.
+func TestRequestIDs(t *testing.T) {
+	e := start(t, devstack.Options{})
+	for _, tc := range []struct {
+		sent string
+		kept bool
+	}{
+		{"trace-42.a_b", true},
+		{strings.Repeat("a", 128), true},
+		{strings.Repeat("a", 129), false},
+		{"<script>alert(1)</script>", false},
+		{"a b", false},
+	} {
+		r := e.send(t, http.MethodGet, "/healthz", http.Header{"X-Request-Id": {tc.sent}}, nil)
+		got := r.header.Get("X-Request-Id")
+		if kept := got == tc.sent; kept != tc.kept || got == "" {
+			t.Errorf("sent %.40q: answered id %.40q; kept %v, want %v", tc.sent, got, kept, tc.kept)
+		}
+	}
+}
+
+// TestWorkflowIDs: an id that is present must be one; a repeated open
+// that differs says how.
+func TestWorkflowIDs(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]any{"ticket": "T-1", "id": ""}).want(t, http.StatusUnprocessableEntity, "invalid_request")
+	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]any{"ticket": "T-1", "id": nil}).want(t, http.StatusCreated, "")
+	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]any{"ticket": "T-1", "id": "W1"}).want(t, http.StatusCreated, "")
+	for _, tc := range []struct {
+		who  string
+		body map[string]any
+		says string
+	}{
+		{"rep-ben", map[string]any{"ticket": "T-1", "id": "W1"}, "by another user"},
+		{"rep-ana", map[string]any{"ticket": "T-2", "id": "W1"}, "for another ticket"},
+		{"rep-ana", map[string]any{"ticket": "T-1", "id": "W1", "agent_version": "v2"}, "with another agent_version"},
+	} {
+		r := e.call(t, http.MethodPost, "/v1/workflows", tc.who, tc.body)
+		r.want(t, http.StatusConflict, "workflow_exists")
+		if msg := r.errorOf(t).Message; !strings.Contains(msg, tc.says) {
+			t.Errorf("%s %v: message %q does not say %q", tc.who, tc.body, msg, tc.says)
+		}
+	}
+}
+
+// TestQueryValuesAreClipped: an error repeats at most the start of what
+// the client sent.
+func TestQueryValuesAreClipped(t *testing.T) {
+	e := start(t, devstack.Options{})
+	long := strings.Repeat("x", 100_000)
+	r := e.call(t, http.MethodGet, "/v1/workflows?status="+long, "rep-ana", nil)
+	r.want(t, http.StatusBadRequest, "invalid_query")
+	if n := len(r.body); n > 1000 {
+		t.Errorf("a 100 kB status is answered in %d bytes", n)
+	}
+}
+
+// TestASlowBodyIsCutOff: a client that announces a body and never sends
+// it is answered, and its connection closed, once BodyTimeout has passed,
+// not held forever.
+func TestASlowBodyIsCutOff(t *testing.T) {
+	t.Parallel() // it waits DefaultBodyTimeout
+	e := start(t, devstack.Options{})
+	u, err := url.Parse(e.st.Endpoints.Sidecar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte("POST /v1/workflows HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.st.Tokens["rep-ana"] +
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ticket\":\"T-1\""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := sidecar.DefaultBodyTimeout + 15*time.Second
+	if err := conn.SetReadDeadline(time.Now().Add(limit)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer within %s of a body that never came: %v", limit, err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d, want 400", res.StatusCode)
+	}
+}
