@@ -21,7 +21,7 @@ type Code string
 // Refusal codes, in the order Verify checks them.
 const (
 	CodeTokenMissing   Code = "token_missing"       // no Authorization header, or not the Bearer scheme
-	CodeTokenMalformed Code = "token_malformed"     // not a compact JWS with a JSON object payload
+	CodeTokenMalformed Code = "token_malformed"     // not a compact JWS with JSON object header and payload, a member name twice (or in two cases), two Authorization headers, or crit
 	CodeAlgNotAllowed  Code = "alg_not_allowed"     // alg is not EdDSA, ES256 or RS256 (none, HS256 ...)
 	CodeWrongIssuer    Code = "wrong_issuer"        // iss is not a trusted issuer
 	CodeUnknownKid     Code = "unknown_kid"         // no kid, or kid not in the issuer's JWKS even after a refresh
@@ -30,7 +30,7 @@ const (
 	CodeTokenExpired   Code = "token_expired"       // exp is not after now (minus the leeway)
 	CodeNotYetValid    Code = "token_not_yet_valid" // nbf or iat is in the future (beyond the leeway)
 	CodeWrongAudience  Code = "wrong_audience"      // aud does not contain the sidecar's audience
-	CodeBadClaims      Code = "bad_claims"          // sub, role, region, scopes, refund_ceiling or approve_limit missing or mistyped
+	CodeBadClaims      Code = "bad_claims"          // sub, role, region, scopes, refund_ceiling or approve_limit missing or mistyped; sub not a short printable word; exp, nbf or iat not a number
 )
 
 // Error is a refused bearer token. Code is stable for clients; Message

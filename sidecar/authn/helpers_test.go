@@ -112,6 +112,40 @@ func (s signer) signRaw(t testing.TB, body []byte) string {
 	return string(tok)
 }
 
+// signBytes signs a compact JWS whose header and payload are exactly the
+// given bytes (jwx writes its own header), for tokens whose JSON another
+// library would never produce: duplicate names, crit, a string exp. EdDSA only.
+func (s signer) signBytes(t testing.TB, hdr, payload []byte) string {
+	t.Helper()
+	if s.alg != jwa.EdDSA() {
+		t.Fatalf("signBytes needs an EdDSA signer, not %s", s.alg)
+	}
+	var priv ed25519.PrivateKey
+	must(t, jwk.Export(s.priv, &priv))
+	signing := b64(hdr) + "." + b64(payload)
+	return signing + "." + b64(ed25519.Sign(priv, []byte(signing)))
+}
+
+// claimsJSON is claims() as JSON with extra members appended verbatim
+// (duplicates included), or with a member's value replaced.
+func claimsJSON(t testing.TB, replace map[string]string, extra string) []byte {
+	t.Helper()
+	c := claims()
+	for k := range replace {
+		delete(c, k)
+	}
+	body, err := json.Marshal(c)
+	must(t, err)
+	body = body[:len(body)-1]
+	for k, v := range replace {
+		body = append(body, `,"`+k+`":`+v...)
+	}
+	if extra != "" {
+		body = append(body, ","+extra...)
+	}
+	return append(body, '}')
+}
+
 func b64(v any) string {
 	b, ok := v.([]byte)
 	if !ok {

@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/lestrrat-go/httprc/v3"
 	"github.com/lestrrat-go/httprc/v3/errsink"
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -40,6 +42,9 @@ const (
 	MaxLeeway = 5 * time.Minute
 	// MaxTokenBytes bounds the size of a token Verify will look at.
 	MaxTokenBytes = 16 << 10
+	// MaxSubjectBytes bounds sub, the person's id, which is stored as a
+	// workflow's user and shown to leads.
+	MaxSubjectBytes = 128
 )
 
 // Issuer is one trusted identity provider: the iss value its tokens carry
@@ -281,12 +286,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if p, ok := v.seen.get(ctx, raw, now); ok {
 		return p, nil
 	}
-	// jwx refuses to parse an alg it does not know ("None", "XS999"), which
-	// would read as a malformed token; name the real reason instead.
-	if alg, ok := headerAlg(raw); ok {
-		if _, allowed := allowedAlgs[alg]; !allowed {
-			return Principal{}, algNotAllowed(alg)
-		}
+	if err := checkHeader(raw); err != nil {
+		return Principal{}, err
 	}
 	f := &keyFinder{v: v}
 	payload, err := jws.Verify([]byte(raw),
@@ -326,24 +327,54 @@ func algNotAllowed(alg string) *Error {
 		quote(alg)), nil)
 }
 
-// headerAlg returns the alg of a compact JWS's protected header when the
-// header decodes, without trusting anything else in it.
-func headerAlg(raw string) (string, bool) {
+// checkHeader refuses, before any key is looked at, a protected header
+// that is not unpadded base64url of one unambiguous JSON object, that has
+// crit, or whose alg is not allowed. jwx would decode padded or standard
+// base64 too, and keep the last of two "kid" members; refusing here means
+// the header jwx goes on to read is the one checked.
+func checkHeader(raw string) *Error {
 	seg, _, ok := strings.Cut(raw, ".")
 	if !ok {
-		return "", false
+		return refuse(CodeTokenMalformed, "the token is not a compact JWS (header.payload.signature): send the token exactly as the identity provider issued it", nil)
 	}
 	hdr, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
-		return "", false
+		return refuse(CodeTokenMalformed, "the token header is not unpadded base64url: send the token exactly as the identity provider issued it", err)
 	}
-	var h struct {
-		Alg *string `json:"alg"`
+	m, err := strictjson.Object(hdr)
+	if err != nil {
+		return ambiguous("header", err)
 	}
-	if json.Unmarshal(hdr, &h) != nil || h.Alg == nil {
-		return "", false
+	// RFC 7515 section 4.1.11: crit names extensions the recipient must
+	// understand, or refuse the token. This sidecar understands none.
+	if _, ok := m["crit"]; ok {
+		return refuse(CodeTokenMalformed, "the token header has crit, naming JWS extensions this sidecar does not understand (RFC 7515 section 4.1.11): get a token without crit from the identity provider", nil)
 	}
-	return *h.Alg, true
+	// jwx refuses to parse an alg it does not know ("None", "XS999"), which
+	// would read as a malformed token; name the real reason instead.
+	var alg string
+	if v, ok := m["alg"]; ok && json.Unmarshal(v, &alg) == nil {
+		if _, allowed := allowedAlgs[alg]; !allowed {
+			return algNotAllowed(alg)
+		}
+	}
+	return nil
+}
+
+// ambiguous is the refusal of a token header or payload that strictjson
+// refused: not a JSON object, or a member name that is there twice, or
+// twice but for case, at any depth. Readers disagree on which of two
+// "role" members counts (Go and jwx keep the last, others the first or
+// refuse), so the only safe reading is none.
+func ambiguous(part string, err error) *Error {
+	var se *strictjson.Error
+	if errors.As(err, &se) && errors.Is(err, strictjson.ErrMalformed) && se.Path != "" {
+		return refuse(CodeTokenMalformed, fmt.Sprintf(
+			"the token %s has member %s twice, or twice but for case: get a token whose %s names each member once, spelled one way",
+			part, quote(se.Path), part), err)
+	}
+	return refuse(CodeTokenMalformed, fmt.Sprintf(
+		"the token %s is not a JSON object: send the token exactly as the identity provider issued it", part), err)
 }
 
 // keyFinder is the jws.KeyProvider of one Verify call. It refuses on the
@@ -420,14 +451,11 @@ type personClaims struct {
 
 // decodePersonClaims reads the person's claims by their exact names (Go's
 // struct decoding would also take "Role" or "ROLE" for role, a door for a
-// user-editable attribute at a lax provider). Go's JSON decoder refuses a
+// user-editable attribute at a lax provider; a lone "ROLE" is not role,
+// and "ROLE" beside "role" never gets here). Go's JSON decoder refuses a
 // float or a string for an int64, so a ceiling of 500.5, 50000.0, 5e4 or
 // "50000" is a bad claim, never a silently rounded number.
-func decodePersonClaims(payload []byte) (personClaims, *Error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &raw); err != nil || raw == nil {
-		return personClaims{}, refuse(CodeTokenMalformed, "the token payload is not a JSON object of claims", err)
-	}
+func decodePersonClaims(raw strictjson.Members) (personClaims, *Error) {
 	var c personClaims
 	for _, f := range []struct {
 		name string
@@ -454,12 +482,34 @@ func decodePersonClaims(payload []byte) (personClaims, *Error) {
 	return c, nil
 }
 
-// claims validates a verified payload and builds the Principal.
-func (v *Verifier) claims(issuer *trustedIssuer, payload []byte) (Principal, error) {
-	c, claimErr := decodePersonClaims(payload)
-	if claimErr != nil && claimErr.Code == CodeTokenMalformed {
-		return Principal{}, claimErr
+// checkNumericDates refuses an exp, nbf or iat that is not a JSON number
+// (RFC 7519 NumericDate) before jwx reads it: jwx also reads "1796000000",
+// a string, as a time, and would honour it. The members passed strictjson,
+// so a value that starts like a number is one.
+func checkNumericDates(raw strictjson.Members) *Error {
+	for _, name := range [...]string{"exp", "nbf", "iat"} {
+		v, ok := raw[name]
+		if !ok || (len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')) {
+			continue
+		}
+		return refuse(CodeBadClaims, fmt.Sprintf(
+			"claim %s is %s, want a JSON number of seconds since 1970 (not a string): fix the identity provider's claim mapping",
+			name, quote(string(v))), nil)
 	}
+	return nil
+}
+
+// claims validates a verified payload and builds the Principal. The
+// payload is read strictly here, from the bytes the signature covers.
+func (v *Verifier) claims(issuer *trustedIssuer, payload []byte) (Principal, error) {
+	raw, err := strictjson.Object(payload)
+	if err != nil {
+		return Principal{}, ambiguous("payload", err)
+	}
+	if err := checkNumericDates(raw); err != nil {
+		return Principal{}, err
+	}
+	c, claimErr := decodePersonClaims(raw)
 	// The registered claims (exp, nbf, iat, iss, aud) are jwx's to check,
 	// before the person's claims: an expired token is "expired", whatever
 	// else is wrong with it.
@@ -516,6 +566,12 @@ func (c *personClaims) check() error {
 	switch {
 	case c.Sub == "":
 		return bad("the token has no sub (the person's id)")
+	case len(c.Sub) > MaxSubjectBytes:
+		return bad("sub is %d bytes, longer than the %d a person's id may have", len(c.Sub), MaxSubjectBytes)
+	case strings.ContainsFunc(c.Sub, isControl):
+		return bad("sub %s has a control character (or an invisible formatting one): a person's id is printable text", quote(c.Sub))
+	case strings.ContainsFunc(c.Sub, unicode.IsSpace):
+		return bad("sub %s has white space: a person's id is one word", quote(c.Sub))
 	case c.Role != RoleRep && c.Role != RoleLead && c.Role != RoleOperator:
 		return bad("role %s is not one of rep, lead, operator", quote(c.Role))
 	case c.RefundCeiling < 0:
@@ -526,6 +582,13 @@ func (c *personClaims) check() error {
 		return bad("scopes contains an empty scope")
 	}
 	return nil
+}
+
+// isControl is true of C0 and C1 controls (NUL, newline, ESC ...) and of
+// the invisible formatting characters (U+200B, the bidi overrides ...) that
+// make one id look like another.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
 
 // quote quotes a value that came from a token for a message, cut short so
