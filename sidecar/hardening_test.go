@@ -145,3 +145,11 @@ func TestASlowBodyIsCutOff(t *testing.T) {
 		t.Errorf("status %d, want 400", res.StatusCode)
 	}
 }
+
+// TestTwoAuthorizationHeaders: two bearer tokens in one request are
+// refused, not one of them picked.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	e := start(t, devstack.Options{})
+	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["rep-ana"], "Bearer " + e.st.Tokens["rep-ben"]}}
+	e.send(t, http.MethodGet, "/v1/workflows", h, nil).want(t, http.StatusUnauthorized, "token_malformed")
+}

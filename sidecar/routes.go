@@ -85,7 +85,7 @@ func (s *Server) routes() {
 // authenticate verifies the bearer token of every /v1 request.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		raw, err := authn.FromHeader(c.Request().Header.Get(echo.HeaderAuthorization))
+		raw, err := authn.FromHeaders(c.Request().Header.Values(echo.HeaderAuthorization))
 		if err != nil {
 			return err
 		}
