@@ -227,6 +227,8 @@ func TestBadInput(t *testing.T) {
 		"order id with letters":   `{"tool":"reship_order","args":{"order":"O-10a1"}}`,
 		"amount on lookup":        `{"tool":"lookup_order","args":{"order":"O-1001","amount":3000}}`,
 		"args not an object":      `{"tool":"lookup_order","args":["O-1001"]}`,
+		"amount beyond float64":   `{"tool":"issue_refund","args":{"order":"O-1001","amount":1e400}}`,
+		"400-digit amount":        `{"tool":"issue_refund","args":{"order":"O-1001","amount":` + strings.Repeat("9", 400) + `}}`,
 	} {
 		cases = append(cases, bad{name: name, body: body})
 	}

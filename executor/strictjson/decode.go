@@ -19,6 +19,9 @@ func Decode(data []byte, v any) error {
 		return err
 	}
 	w := walker{dec: json.NewDecoder(bytes.NewReader(data))}
+	// Numbers stay literals: a float64 would refuse 1e400 as if the body
+	// were not JSON, when it is JSON whose value does not fit its field.
+	w.dec.UseNumber()
 	if err := w.value(reflect.TypeOf(v), ""); err != nil {
 		return err
 	}

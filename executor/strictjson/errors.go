@@ -3,6 +3,7 @@ package strictjson
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // The kinds of refusal. An *Error carries exactly one of them; match with
@@ -27,11 +28,33 @@ type Error struct {
 	Problem string // for a person: what is wrong and how to fix it
 }
 
+// Error says what is wrong, repeating at most the start of a long path or
+// problem: both may carry what the sender wrote (a member's name, a
+// number's digits), and an answer must not grow with the input.
 func (e *Error) Error() string {
 	if e.Path == "" {
-		return fmt.Sprintf("%v: %s", e.Kind, e.Problem)
+		return fmt.Sprintf("%v: %s", e.Kind, clip(e.Problem, maxProblem))
 	}
-	return fmt.Sprintf("%v at %s: %s", e.Kind, e.Path, e.Problem)
+	return fmt.Sprintf("%v at %s: %s", e.Kind, clip(e.Path, maxPath), clip(e.Problem, maxProblem))
+}
+
+// How much of a path and a problem Error repeats.
+const (
+	maxPath    = 128
+	maxProblem = 256
+)
+
+// clip is s whole up to max bytes, else its start (whole runes) and its
+// length.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // Unwrap makes errors.Is(err, ErrMalformed) and the like work.

@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/executor/strictjson"
@@ -54,6 +55,9 @@ func TestDecode(t *testing.T) {
 		{"a fraction for an integer is a wrong type", `{"tool":"x","opt":{"limit":30.5}}`, strictjson.ErrType, "opt.limit"},
 		{"an exponent for an integer is a wrong type", `{"tool":"x","opt":{"limit":3e3}}`, strictjson.ErrType, "opt.limit"},
 		{"an integer beyond int64 is a wrong type", `{"tool":"x","opt":{"limit":99999999999999999999}}`, strictjson.ErrType, "opt.limit"},
+		{"a number beyond float64 for an integer is a wrong type", `{"tool":"x","opt":{"limit":1e400}}`, strictjson.ErrType, "opt.limit"},
+		{"a number beyond float64 in raw args is accepted here", `{"tool":"x","args":{"amount":1e400}}`, nil, ""},
+		{"a number beyond float64 under an unknown name is an unknown field", `{"tool":"x","big":-1e400}`, strictjson.ErrUnknownField, "big"},
 		{"an array for the object is a wrong type", `[]`, strictjson.ErrType, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,5 +140,26 @@ func TestTake(t *testing.T) {
 				t.Fatal("a taken member is still there")
 			}
 		})
+	}
+}
+
+// TestErrorsDoNotGrowWithTheInput: a refusal repeats at most the start of
+// a long name or number.
+func TestErrorsDoNotGrowWithTheInput(t *testing.T) {
+	long := strings.Repeat("n", 500_000)
+	digits := strings.Repeat("9", 900_000)
+	for _, body := range []string{
+		`{"tool":"x","` + long + `":1}`,
+		`{"tool":"x","opt":{"limit":` + digits + `}}`,
+		`{"tool":"x","args":{"` + long + `":1,"` + long + `":2}}`,
+	} {
+		var s step
+		err := strictjson.Decode([]byte(body), &s)
+		if err == nil {
+			t.Fatalf("a %d-byte body was accepted", len(body))
+		}
+		if n := len(err.Error()); n > 600 {
+			t.Errorf("a %d-byte body is refused in %d bytes: %.200s", len(body), n, err)
+		}
 	}
 }
