@@ -153,3 +153,25 @@ func TestTwoAuthorizationHeaders(t *testing.T) {
 	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["rep-ana"], "Bearer " + e.st.Tokens["rep-ben"]}}
 	e.send(t, http.MethodGet, "/v1/workflows", h, nil).want(t, http.StatusUnauthorized, "token_malformed")
 }
+
+// TestWrongMethod: a known /v1 path asked with a method it does not serve
+// is 405 with Allow; an unknown path is 404; both only once authenticated.
+func TestWrongMethod(t *testing.T) {
+	e := start(t, devstack.Options{})
+	for _, tc := range []struct {
+		method, path, allow string
+	}{
+		{http.MethodDelete, "/v1/workflows", "GET, POST"},
+		{http.MethodPut, "/v1/workflows/W1", "GET"},
+		{http.MethodGet, "/v1/workflows/W1/steps/1", "PATCH"},
+		{http.MethodDelete, "/v1/switches/issue_refund", "PUT"},
+	} {
+		r := e.call(t, tc.method, tc.path, "ops-ida", nil)
+		r.want(t, http.StatusMethodNotAllowed, "method_not_allowed")
+		if got := r.header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+		e.call(t, tc.method, tc.path, "", nil).want(t, http.StatusUnauthorized, "token_missing")
+	}
+	e.call(t, http.MethodGet, "/v1/workflows/W1/nothing", "ops-ida", nil).want(t, http.StatusNotFound, "not_found")
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -80,6 +81,51 @@ func (s *Server) routes() {
 	v1.GET("/audit/verify", op(s.auditVerify))
 	v1.POST("/reconciliations", op(s.reconcile))
 	v1.GET("/reconciliations/latest", op(s.latestReconciliation))
+
+	// The group's catch-all (behind authenticate, like every /v1 path)
+	// answers a known path asked with another method 405 with Allow.
+	v1.RouteNotFound("/*", methodNotAllowed(e.Routes(), "/v1/"))
+}
+
+// methodNotAllowed answers a request no route took: 405 with the methods
+// of the routes under prefix whose path it matches, 404 when none does.
+func methodNotAllowed(routes []*echo.Route, prefix string) echo.HandlerFunc {
+	allowed := map[string][]string{} // route path -> methods
+	for _, r := range routes {
+		if strings.HasPrefix(r.Path, prefix) && !strings.HasSuffix(r.Path, "*") && r.Method != echo.RouteNotFound {
+			allowed[r.Path] = append(allowed[r.Path], r.Method)
+		}
+	}
+	return func(c echo.Context) error {
+		var methods []string
+		for path, ms := range allowed {
+			if matchRoute(path, c.Request().URL.Path) {
+				methods = append(methods, ms...)
+			}
+		}
+		if len(methods) == 0 {
+			return echo.ErrNotFound
+		}
+		slices.Sort(methods)
+		c.Response().Header().Set(echo.HeaderAllow, strings.Join(slices.Compact(methods), ", "))
+		return echo.ErrMethodNotAllowed
+	}
+}
+
+// matchRoute reports whether path matches route, an Echo path whose
+// :name segments match any one non-empty segment.
+func matchRoute(route, path string) bool {
+	rs, ps := strings.Split(route, "/"), strings.Split(path, "/")
+	if len(rs) != len(ps) {
+		return false
+	}
+	for i := range rs {
+		if strings.HasPrefix(rs[i], ":") && ps[i] != "" || rs[i] == ps[i] {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // authenticate verifies the bearer token of every /v1 request.
