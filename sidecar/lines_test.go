@@ -124,21 +124,58 @@ func refundAddOnTwice(t *testing.T, e *env) (reply, step) {
 	return e.propose(t, "rep-ana", "W2", "issue_refund", lineArgs("L2", 1, 0))
 }
 
-// TestLedgerRefusesARefundedLineUnderP1: bundle p1 knows no lines, so it
-// allows a second refund of the add-on's only unit ($12 is within every
-// limit); the ledger refuses it, because the order system has nothing
-// left to refund on that line.
-func TestLedgerRefusesARefundedLineUnderP1(t *testing.T) {
+// TestRefundedLineUnderP1: bundle p1 knows no lines, and $12 is within
+// every limit it has; the engine applies R12 itself, so the second refund
+// of the add-on's only unit is denied before anything is dispatched. The
+// ledger refuses it on its own too (a token for exactly that call, as an
+// engine without the rule would send): the order system has nothing left
+// to refund on that line.
+func TestRefundedLineUnderP1(t *testing.T) {
 	e := start(t, devstack.Options{})
 	r, s := refundAddOnTwice(t, e)
-	if r.status != http.StatusForbidden || s.Status != "denied" || s.Decision != "ALLOW" {
+	if r.status != http.StatusForbidden || s.Status != "denied" || s.Rule != "R12-line-not-refundable" {
 		t.Fatalf("second refund of the add-on: %d %s", r.status, r.body)
-	}
-	if !bytes.Contains(r.body, []byte("line_not_refundable")) {
-		t.Fatalf("the answer does not name the ledger's refusal: %s", r.body)
 	}
 	if n := len(e.lineEntries(t)); n != 1 {
 		t.Fatalf("%d ledger entries, want the first refund's only", n)
+	}
+	again := tool.Args{Order: "O-1001", Line: "L2", Quantity: 1, Amount: 1200}
+	rep := person(t, "rep-ana")
+	token, err := e.st.Authority.Mint(context.Background(), credential.Claims{
+		Subject: rep.ID, Agent: devstack.AgentID, Audience: "ledger", Scope: "refund", Max: rep.RefundCeiling,
+		Call: tool.CallHash(tool.IssueRefund, again), Key: "cs-again", Line: again.Line, Quantity: again.Quantity,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, e.st.Endpoints.Ledger+"/refunds",
+		bytes.NewReader([]byte(`{"order":"O-1001","amount":1200,"line":"L2","quantity":1}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", "cs-again")
+	res, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusConflict || !bytes.Contains(body, []byte(`"line_not_refundable"`)) {
+		t.Fatalf("ledger answered %d %s, want 409 line_not_refundable", res.StatusCode, body)
+	}
+}
+
+// TestUnpricedLineUnderP1: a line the order does not have, or more units
+// than it has, is R12 under p1 too, not an amount over the ceiling.
+func TestUnpricedLineUnderP1(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.open(t, "rep-ana", "W1")
+	for _, args := range []map[string]any{lineArgs("L99", 1, 0), lineArgs("L2", 999, 0)} {
+		r, s := e.propose(t, "rep-ana", "W1", "issue_refund", args)
+		if r.status != http.StatusForbidden || s.Rule != "R12-line-not-refundable" {
+			t.Errorf("%v: %d %s, want 403 R12-line-not-refundable", args, r.status, r.body)
+		}
 	}
 }
 

@@ -717,8 +717,9 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 		return res, err
 	}
 	// The log keeps the policy's own answer, which a dry run replays; the
-	// step is acted on within the workflow's bounds.
-	res = bounded(res, in)
+	// step is acted on with the line-item rule and within the workflow's
+	// bounds, which the engine applies whatever the bundle says.
+	res = bounded(lineChecked(res, in), in)
 	r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
 	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),
