@@ -175,3 +175,35 @@ func TestWrongMethod(t *testing.T) {
 	}
 	e.call(t, http.MethodGet, "/v1/workflows/W1/nothing", "ops-ida", nil).want(t, http.StatusNotFound, "not_found")
 }
+
+// TestMCPTransportErrorsAreJSON: what the MCP SDK refuses in plain text is
+// answered in the API's error body, with the SDK's status.
+func TestMCPTransportErrorsAreJSON(t *testing.T) {
+	e := start(t, devstack.Options{})
+	h := func() http.Header {
+		return http.Header{"Authorization": {"Bearer " + e.st.Tokens["rep-ana"]},
+			"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	}
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	unknown := h()
+	unknown.Set("Mcp-Session-Id", "no-such-session")
+	for _, tc := range []struct {
+		name   string
+		method string
+		header http.Header
+		body   string
+		status int
+		code   string
+	}{
+		{"GET without a session", http.MethodGet, h(), "", http.StatusBadRequest, "mcp_transport_error"},
+		{"an unknown session", http.MethodPost, unknown, ping, http.StatusNotFound, "mcp_session_not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.send(t, tc.method, "/mcp", tc.header, strings.NewReader(tc.body))
+			r.want(t, tc.status, tc.code)
+			if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type %q, want JSON", ct)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,14 +33,70 @@ func (s *Server) newMCP() *mcpfront.Handler {
 }
 
 // serveMCP hands a request that s.authenticate admitted to the MCP front,
-// with the caller it verified.
+// with the caller it verified. A transport error the MCP SDK answers in
+// plain text (an unknown session, a malformed message) is answered in the
+// API's error body instead, as every other non-2xx answer is.
 func (s *Server) serveMCP(c echo.Context) error {
 	p, _ := c.Get(principalKey).(authn.Principal)
 	r := c.Request()
 	r = r.WithContext(mcpfront.WithCaller(r.Context(), mcpfront.Caller{Subject: p.ID, Role: p.Role}))
-	s.mcp.ServeHTTP(c.Response(), r)
-	return nil
+	w := &plainErrors{ResponseWriter: c.Response().Writer}
+	s.mcp.ServeHTTP(w, r)
+	if w.status == 0 {
+		return nil
+	}
+	c.Response().Header().Del(echo.HeaderContentLength)
+	c.Response().Header().Del(echo.HeaderContentType) // the plain text's: the error is answered in JSON
+	return newError(w.status, mcpErrorCode(w.status), "MCP transport: %s", clip(strings.TrimSpace(w.text.String())))
 }
+
+// mcpErrorCode is the code of an MCP transport error of status.
+func mcpErrorCode(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "mcp_session_not_found"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusUnsupportedMediaType, http.StatusNotAcceptable:
+		return "unsupported_content_type"
+	}
+	return "mcp_transport_error"
+}
+
+// plainErrors passes a handler's answer through, except an error (400 or
+// above) that is not JSON: its status and text are kept for the caller to
+// answer as it answers errors.
+type plainErrors struct {
+	http.ResponseWriter
+	status int
+	text   bytes.Buffer
+}
+
+func (w *plainErrors) WriteHeader(status int) {
+	if status >= 400 && !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+		w.status = status
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *plainErrors) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		return w.text.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush keeps an event stream flowing.
+func (w *plainErrors) Flush() {
+	if w.status == 0 {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *plainErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // inProcess is an http.RoundTripper that serves each request with h in
 // the calling goroutine and answers what h wrote.
