@@ -233,13 +233,11 @@ func decodeJSON(c echo.Context, v any) error {
 	return strictjson.Decode(body, v) // classify answers its refusals
 }
 
-// readBody reads r, the request's body, within the server's BodyTimeout:
-// a client that announces a body and sends it slowly, or never, holds a
-// connection that long and no longer. The deadline covers the body only,
-// not what the handler does next.
+// readBody reads r, the request's body, within BodyTimeout. The deadline
+// covers the body only, not what the handler does next.
 func readBody(c echo.Context, r io.Reader) ([]byte, error) {
 	rc := http.NewResponseController(c.Response())
-	deadline := rc.SetReadDeadline(time.Now().Add(bodyTimeout(c))) == nil
+	deadline := rc.SetReadDeadline(time.Now().Add(BodyTimeout)) == nil
 	body, err := io.ReadAll(r)
 	if deadline && err == nil {
 		// Cleared only after a whole body: after a timeout the server's

@@ -116,7 +116,7 @@ func TestQueryValuesAreClipped(t *testing.T) {
 // it is answered, and its connection closed, once BodyTimeout has passed,
 // not held forever.
 func TestASlowBodyIsCutOff(t *testing.T) {
-	t.Parallel() // it waits DefaultBodyTimeout
+	t.Parallel() // it waits BodyTimeout
 	e := start(t, devstack.Options{})
 	u, err := url.Parse(e.st.Endpoints.Sidecar)
 	if err != nil {
@@ -132,7 +132,7 @@ func TestASlowBodyIsCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := sidecar.DefaultBodyTimeout + 15*time.Second
+	limit := sidecar.BodyTimeout + 15*time.Second
 	if err := conn.SetReadDeadline(time.Now().Add(limit)); err != nil {
 		t.Fatal(err)
 	}

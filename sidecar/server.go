@@ -48,12 +48,9 @@ type Options struct {
 	// BodyLimit defaults to 1MiB (1,048,576 bytes). Echo reads "1M" as
 	// the decimal megabyte, 1,000,000 bytes, so write the binary unit.
 	BodyLimit string
-	// BodyTimeout bounds reading a request's body. Default
-	// DefaultBodyTimeout.
-	BodyTimeout time.Duration
-	Store       *store.DB
-	Audit       *audit.Log
-	Reconcile   *reconcile.Job
+	Store     *store.DB
+	Audit     *audit.Log
+	Reconcile *reconcile.Job
 	// Unexplained is set to the last reconciliation's unexplained count.
 	Unexplained prometheus.Gauge
 	// Clock is the now of reports; nil means the wall clock.
@@ -89,9 +86,6 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.Wall{}
 	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = DefaultBodyTimeout
-	}
 	s := &Server{echo: echo.New(), opts: opts, log: opts.Logger.With("component", "sidecar")}
 	s.draining, s.drain = context.WithCancel(context.Background())
 	e := s.echo
@@ -103,27 +97,15 @@ func New(opts Options) *Server {
 		s.requestLog(),
 		middleware.Recover(),
 		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: opts.BodyLimit, Skipper: isBundleUpload}),
-		func(next echo.HandlerFunc) echo.HandlerFunc {
-			return func(c echo.Context) error { c.Set(bodyTimeoutKey, opts.BodyTimeout); return next(c) }
-		},
 	)
 	s.mcp = s.newMCP()
 	s.routes()
 	return s
 }
 
-// DefaultBodyTimeout is Options.BodyTimeout when left zero.
-const DefaultBodyTimeout = 30 * time.Second
-
-const bodyTimeoutKey = "body_timeout"
-
-// bodyTimeout is the server's Options.BodyTimeout.
-func bodyTimeout(c echo.Context) time.Duration {
-	if d, ok := c.Get(bodyTimeoutKey).(time.Duration); ok {
-		return d
-	}
-	return DefaultBodyTimeout
-}
+// BodyTimeout bounds reading a request's body: a client that announces a
+// body and sends it slowly, or never, holds a connection that long.
+const BodyTimeout = 30 * time.Second
 
 // keepRequestID drops a client's X-Request-Id that is not 1 to 128
 // letters, digits, '.', '_' or '-', so that the id a response and the log
