@@ -355,11 +355,12 @@ func TestPublicEndpoints(t *testing.T) {
 		t.Errorf("tools %s", got)
 	}
 
-	e.open(t, "rep-ana", "W-metrics")
+	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]any{"ticket": "T-m", "id": "W-metrics", "agent_version": "v7"}).
+		want(t, http.StatusCreated, "")
 	r, _ := e.propose(t, "rep-ana", "W-metrics", "issue_refund", refund("O-1001", 3000))
 	r.want(t, http.StatusOK, "")
 	m := e.call(t, http.MethodGet, "/metrics", "", nil)
-	want := `countersign_decisions_total{decision="ALLOW",rule="default-allow-after-checks"} 1`
+	want := `countersign_decisions_total{agent_version="v7",decision="ALLOW",rule="default-allow-after-checks"} 1`
 	if !strings.Contains(string(m.body), want) {
 		t.Errorf("/metrics lacks %q", want)
 	}

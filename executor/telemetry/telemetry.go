@@ -27,8 +27,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_decisions_total",
-			Help: "Policy decisions by outcome and the rule that made them.",
-		}, []string{"decision", "rule"}),
+			Help: "Policy decisions by outcome, the rule that made them and the agent version that proposed (\"\" when the agent declared none).",
+		}, []string{"decision", "rule", "agent_version"}),
 		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "countersign_step_duration_seconds",
 			Help:    "Time to drive a step as far as it could go, by tool and resulting status.",
@@ -56,7 +56,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // Decided counts a decision.
-func (m *Metrics) Decided(d store.Decision) { m.decisions.WithLabelValues(d.Decision, d.Rule).Inc() }
+func (m *Metrics) Decided(d store.Decision) {
+	m.decisions.WithLabelValues(d.Decision, d.Rule, d.AgentVersion).Inc()
+}
 
 // StepFinished observes how long a step took to reach its status.
 func (m *Metrics) StepFinished(s store.Step, took time.Duration) {
