@@ -110,7 +110,7 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if st.Reconcile, err = newReconcile(o, st.Store, st.Systems); err != nil {
 		return err
 	}
-	if st.Monitor, err = st.newMonitor(ctx, o, m.registry); err != nil {
+	if st.Monitor, err = st.newMonitor(o, m.registry); err != nil {
 		return err
 	}
 	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
@@ -243,14 +243,15 @@ func newReconcile(o Options, db *store.DB, sys *systems.Systems) (*reconcile.Job
 	})
 }
 
-// newMonitor's alerts go to the audit log through the engine, so they are
-// chained with everything else.
-func (st *Stack) newMonitor(ctx context.Context, o Options, reg prometheus.Registerer) (*monitor.Monitor, error) {
+// newMonitor's alerts go to the audit log, chained with everything else,
+// in the transaction that marks them alerted.
+func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Monitor, error) {
 	return monitor.New(monitor.Options{
 		Store: st.Store, Clock: o.Clock, Logger: o.Logger, Registerer: reg,
-		Sink: func(a monitor.Alert) error {
-			return st.Engine.RecordEvent(ctx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
+		Record: func(tx *store.Tx, a monitor.Alert) error {
+			_, err := st.Audit.Append(tx, audit.Record{At: a.At, Kind: audit.KindAlert, Actor: audit.ActorMonitor,
 				Detail: map[string]any{"kind": a.Kind, "message": a.Message, "violations": len(a.Steps)}})
+			return err
 		},
 	})
 }

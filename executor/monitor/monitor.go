@@ -1,6 +1,8 @@
 // Package monitor watches countersign's own records for two signs of an
 // incident and raises an alert (a log line, a metric and, through the
-// caller's sink, an audit record):
+// caller's Record, an audit record) once: what was alerted is kept in the
+// store, in the transaction that records the alert, so several sidecars
+// watching one store, or one restarted, do not raise it again:
 //
 //   - the invariant, written at the effect rather than at the
 //     configuration: a refund above the auto limit executed without a used
@@ -69,17 +71,22 @@ type Options struct {
 	Logger      *slog.Logger
 	// Registerer gets countersign_alerts_total. Optional.
 	Registerer prometheus.Registerer
-	// Sink receives every alert (the audit). Optional.
-	Sink func(Alert) error
+	// Record keeps every alert (the audit), in the transaction that marks
+	// it alerted. Optional.
+	Record func(*store.Tx, Alert) error
 }
 
 // Monitor checks the records when asked; the caller decides how often.
 type Monitor struct {
 	o      Options
-	seen   map[string]bool // violations already alerted
-	shaped bool            // the process-shape alert is standing
 	alerts *prometheus.CounterVec
 }
+
+// shapeKey marks the process-shape alert standing in the store.
+const shapeKey = "approvals_stopped"
+
+// violationKey marks a violating step alerted in the store.
+func violationKey(v Violation) string { return fmt.Sprintf("refund/%s/%d", v.Workflow, v.N) }
 
 // New returns a Monitor.
 func New(o Options) (*Monitor, error) {
@@ -99,7 +106,7 @@ func New(o Options) (*Monitor, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Logger = o.Logger.With("component", "monitor")
-	m := &Monitor{o: o, seen: map[string]bool{}, alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+	m := &Monitor{o: o, alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "countersign_alerts_total", Help: "Alerts raised by the monitors, by kind.",
 	}, []string{"kind"})}
 	if o.Registerer != nil {
@@ -115,7 +122,9 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 	now := m.o.Clock.Now()
 	var violations []Violation
 	var aboveLimit, approvalsAsked int
+	var standing bool // the process-shape alert, as last raised or cleared
 	err := m.o.Store.View(func(tx *store.Tx) error {
+		standing = tx.Alerted(shapeKey)
 		users := map[string]string{}
 		err := tx.AllSteps(func(s store.Step) error {
 			if s.Tool != tool.IssueRefund || s.Status != store.StepDone || s.Args.Amount <= m.o.AutoLimit {
@@ -126,8 +135,7 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 					return nil
 				}
 			}
-			key := fmt.Sprintf("%s/%d", s.Workflow, s.N)
-			if m.seen[key] {
+			if tx.Alerted(violationKey(Violation{Workflow: s.Workflow, N: s.N})) {
 				return nil
 			}
 			if _, ok := users[s.Workflow]; !ok {
@@ -156,34 +164,72 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 	if err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)
 	}
+	shaped := aboveLimit >= m.o.MinRequests && approvalsAsked == 0
+	if len(violations) == 0 && shaped == standing {
+		return nil, nil // nothing new: no write
+	}
 	var alerts []Alert
-	if len(violations) > 0 {
+	// Raise what no watcher of the store has raised yet, and record it in
+	// the same transaction: of two sidecars checking at once, one does.
+	err = m.o.Store.Update(func(tx *store.Tx) error {
+		alerts = nil // this may run more than once
+		var fresh []Violation
 		var total money.Cents
 		for _, v := range violations {
-			m.seen[fmt.Sprintf("%s/%d", v.Workflow, v.N)] = true
-			total += v.Amount
+			if !tx.Alerted(violationKey(v)) {
+				fresh = append(fresh, v)
+				total += v.Amount
+			}
 		}
-		alerts = append(alerts, Alert{At: now, Kind: KindInvariant, Steps: violations, Message: fmt.Sprintf(
-			"%d refund(s) above %s executed without a used approval, %s in all: contain (switch issue_refund off, raise the credential epoch) and review the worklist",
-			len(violations), m.o.AutoLimit, total)})
+		if len(fresh) > 0 {
+			alerts = append(alerts, Alert{At: now, Kind: KindInvariant, Steps: fresh, Message: fmt.Sprintf(
+				"%d refund(s) above %s executed without a used approval, %s in all: contain (switch issue_refund off, raise the credential epoch) and review the worklist",
+				len(fresh), m.o.AutoLimit, total)})
+		}
+		switch standing := tx.Alerted(shapeKey); {
+		case shaped && !standing:
+			alerts = append(alerts, Alert{At: now, Kind: KindProcessShape, Message: fmt.Sprintf(
+				"no approval requested in the last %s while %d refund(s) above %s were allowed: check the active bundle",
+				m.o.Window, aboveLimit, m.o.AutoLimit)})
+		case !shaped && standing:
+			if err := tx.ClearAlerted(shapeKey); err != nil {
+				return err
+			}
+		}
+		return m.mark(tx, alerts)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("monitor: record alerts: %w", err)
 	}
-	shaped := aboveLimit >= m.o.MinRequests && approvalsAsked == 0
-	if shaped && !m.shaped {
-		alerts = append(alerts, Alert{At: now, Kind: KindProcessShape, Message: fmt.Sprintf(
-			"no approval requested in the last %s while %d refund(s) above %s were allowed: check the active bundle",
-			m.o.Window, aboveLimit, m.o.AutoLimit)})
-	}
-	m.shaped = shaped
 	for _, a := range alerts {
 		m.alerts.WithLabelValues(a.Kind).Inc()
 		m.o.Logger.Warn("alert", "kind", a.Kind, "message", a.Message)
-		if m.o.Sink != nil {
-			if err := m.o.Sink(a); err != nil {
-				return alerts, fmt.Errorf("monitor: record alert: %w", err)
+	}
+	return alerts, nil
+}
+
+// mark marks alerts alerted in tx and records them.
+func (m *Monitor) mark(tx *store.Tx, alerts []Alert) error {
+	for _, a := range alerts {
+		keys := []string{shapeKey}
+		if a.Kind == KindInvariant {
+			keys = keys[:0]
+			for _, v := range a.Steps {
+				keys = append(keys, violationKey(v))
+			}
+		}
+		for _, k := range keys {
+			if err := tx.MarkAlerted(k); err != nil {
+				return err
+			}
+		}
+		if m.o.Record != nil {
+			if err := m.o.Record(tx, a); err != nil {
+				return err
 			}
 		}
 	}
-	return alerts, nil
+	return nil
 }
 
 // Run checks every interval until ctx ends.
