@@ -14,7 +14,7 @@ import (
 func (s *Server) leadPage() *leadpage.Page {
 	return leadpage.New(leadpage.Options{
 		Approvals: s.opts.Engine, Auth: s.opts.Auth, DevLogins: s.opts.DevLogins,
-		Clock: s.opts.Clock, Logger: s.opts.Logger,
+		Clock: s.opts.Clock, Logger: s.opts.Logger, Sessions: s.opts.PageSessions,
 		Explain: func(err error) leadpage.Refusal {
 			ae := classify(err)
 			return leadpage.Refusal{Status: ae.Status, Code: ae.Code, Message: ae.Message}

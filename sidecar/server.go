@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/leadpage"
 	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	// DevLogins are the one-click sign-ins of the lead's page in dev mode
 	// (person id to token); empty in production.
 	DevLogins map[string]string
+	// PageSessions keep the lead's page's signed-in browsers; nil, in
+	// memory. Sidecars sharing a store pass leadpage.NewStoreSessions.
+	PageSessions leadpage.Sessions
 }
 
 // Server is the sidecar's HTTP server.

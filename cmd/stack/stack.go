@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/executor/telemetry"
 	"github.com/countersign/countersign/sidecar"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/leadpage"
 )
 
 // Stack is a running sidecar and the pieces behind it.
@@ -256,11 +257,21 @@ func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Moni
 	})
 }
 
+// newServer, on a store several sidecars share, keeps the lead's page
+// sessions in it, their tokens sealed with the fleet's key-encryption key
+// (which openAuthority has made sure of), so that a lead signed in on one
+// sidecar is signed in on every one; alone on bbolt, in memory, so that a
+// restart signs everyone out.
 func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
+	var sessions leadpage.Sessions
+	if st.Store.Shared() {
+		sessions = leadpage.NewStoreSessions(st.Store, o.KeyEncryptionKey, o.Clock)
+	}
 	return sidecar.New(sidecar.Options{
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
+		PageSessions: sessions,
 	})
 }
 

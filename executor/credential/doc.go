@@ -77,6 +77,13 @@
 // do. Replacing a fleet's key-encryption key is not supported yet (it
 // would reseal the current key under the new one).
 //
+// Other secrets a fleet keeps in its store are sealed with the same key
+// through KeyEncryptionKey.Seal and Open (the lead's page seals the bearer
+// tokens of its sessions). Their additional data begins differently from
+// a signing key's and ends with the caller's label, so no sealed value
+// opens as a signing key, nor a signing key as a value, nor a value under
+// another label.
+//
 // Open reads the current key, or creates epoch 1 when the store has none;
 // sidecars starting together on an empty store agree on one epoch 1, as
 // the creation is one serializable write. Raise is one serializable

@@ -95,13 +95,27 @@ func WriteKeyFile(path string) error {
 	return nil
 }
 
-// Sealed keys: a version byte, the GCM nonce, then the ciphertext of the
-// Ed25519 seed with its tag. The additional data names the epoch, so a
-// sealed key copied to another epoch's row does not open.
+// Sealed values: a version byte, the GCM nonce, then the ciphertext with
+// its tag. The additional data says what the value is (and for a signing
+// key, of which epoch), so a sealed value copied to another row, or read
+// as another kind of value, does not open.
 const sealVersion = 1
 
+// Additional-data prefixes. A signing key's starts with one, a value of
+// Seal with the other and a NUL before the caller's label, so no label can
+// make a signing key's, and a sealed session token can never be opened as
+// a signing key nor a signing key as anything else.
+const (
+	signingKeyAD = "countersign credential signing key "
+	labelAD      = "countersign sealed value\x00"
+)
+
 func sealAD(epoch int) []byte {
-	return []byte("countersign credential signing key " + kidFor(epoch))
+	return []byte(signingKeyAD + kidFor(epoch))
+}
+
+func labelledAD(label string) []byte {
+	return []byte(labelAD + label)
 }
 
 func (kek *KeyEncryptionKey) aead() cipher.AEAD {
@@ -116,28 +130,72 @@ func (kek *KeyEncryptionKey) aead() cipher.AEAD {
 	return gcm
 }
 
-// seal encrypts the seed of epoch's private key.
-func (kek *KeyEncryptionKey) seal(epoch int, seed []byte) ([]byte, error) {
+// Seal encrypts plaintext with the key-encryption key (AES-256-GCM, a
+// random nonce) for a database the key never reaches. label says what
+// the value is and where it belongs (say "leadpage session token " and
+// the row's key): Open opens it only under the same label, so a sealed
+// value moved to another row, or taken for another kind of value, fails.
+// Signing keys are sealed apart and never open through Open.
+func (kek *KeyEncryptionKey) Seal(label string, plaintext []byte) ([]byte, error) {
+	sealed, err := kek.sealAD(labelledAD(label), plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("%w: seal %q: %w", ErrKeyEncryptionKey, label, err)
+	}
+	return sealed, nil
+}
+
+// Open decrypts what Seal returned under the same label. A wrong
+// key-encryption key, another label and a damaged value all fail GCM's
+// check alike: ErrKeyEncryptionKey.
+func (kek *KeyEncryptionKey) Open(label string, sealed []byte) ([]byte, error) {
+	plain, err := kek.openAD(labelledAD(label), sealed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: a value sealed as %q does not open with this key-encryption key (give every sidecar of the fleet the same --key-file)", ErrKeyEncryptionKey, label)
+	}
+	return plain, nil
+}
+
+// errNotSealed is openAD's answer to bytes that are not a sealed value of
+// this version, before any decryption.
+var errNotSealed = errors.New("not a sealed value of this version")
+
+func (kek *KeyEncryptionKey) sealAD(ad, plaintext []byte) ([]byte, error) {
 	gcm := kek.aead()
-	out := make([]byte, 1+gcm.NonceSize(), 1+gcm.NonceSize()+len(seed)+gcm.Overhead())
+	out := make([]byte, 1+gcm.NonceSize(), 1+gcm.NonceSize()+len(plaintext)+gcm.Overhead())
 	out[0] = sealVersion
 	if _, err := rand.Read(out[1:]); err != nil {
-		return nil, fmt.Errorf("%w: nonce: %w", ErrKeyStore, err)
+		return nil, fmt.Errorf("nonce: %w", err)
 	}
-	return gcm.Seal(out, out[1:], seed, sealAD(epoch)), nil
+	return gcm.Seal(out, out[1:], plaintext, ad), nil
+}
+
+func (kek *KeyEncryptionKey) openAD(ad, sealed []byte) ([]byte, error) {
+	gcm := kek.aead()
+	if len(sealed) < 1+gcm.NonceSize()+gcm.Overhead() || sealed[0] != sealVersion {
+		return nil, errNotSealed
+	}
+	nonce, ct := sealed[1:1+gcm.NonceSize()], sealed[1+gcm.NonceSize():]
+	return gcm.Open(nil, nonce, ct, ad)
+}
+
+// seal encrypts the seed of epoch's private key.
+func (kek *KeyEncryptionKey) seal(epoch int, seed []byte) ([]byte, error) {
+	sealed, err := kek.sealAD(sealAD(epoch), seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKeyStore, err)
+	}
+	return sealed, nil
 }
 
 // open decrypts what seal returned for epoch. A wrong key-encryption key,
 // a sealed key of another epoch and a damaged one all fail GCM's check
 // alike: ErrKeyEncryptionKey.
 func (kek *KeyEncryptionKey) open(epoch int, sealed []byte) ([]byte, error) {
-	gcm := kek.aead()
-	if len(sealed) < 1+gcm.NonceSize()+gcm.Overhead() || sealed[0] != sealVersion {
+	seed, err := kek.openAD(sealAD(epoch), sealed)
+	switch {
+	case errors.Is(err, errNotSealed):
 		return nil, fmt.Errorf("%w: the stored key of epoch %d is not a sealed key of this version", ErrKeyStore, epoch)
-	}
-	nonce, ct := sealed[1:1+gcm.NonceSize()], sealed[1+gcm.NonceSize():]
-	seed, err := gcm.Open(nil, nonce, ct, sealAD(epoch))
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("%w: it does not open the fleet's signing key of epoch %d in the store: give this sidecar the same --key-file as the fleet's other sidecars (the one the keys were sealed with)", ErrKeyEncryptionKey, epoch)
 	}
 	return seed, nil

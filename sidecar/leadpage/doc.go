@@ -22,9 +22,16 @@
 //
 // # Sessions
 //
-// A session is a server-side record in memory (a restart signs everyone
-// out) under a random 256-bit id, holding only the token, the session's
-// CSRF token and its end, which is the token's exp. The cookie that names
+// A session is a server-side record under a random 256-bit id, holding
+// only the token, the session's CSRF token and its end, which is the
+// token's exp. A sidecar alone on its store keeps sessions in memory (a
+// restart signs everyone out, the safe direction). Sidecars sharing a
+// PostgreSQL store keep them in it (NewStoreSessions), so that a lead
+// signed in on one is signed in on every one behind a load balancer, and
+// signing out on one signs out on all; there the id is stored only as its
+// SHA-256 and the token only sealed with the fleet's key-encryption key,
+// so a reader of the database cannot use either (see storeSessions). The
+// cookie that names
 // it is HttpOnly and SameSite=Strict for the whole site, and Secure when
 // the request came over TLS. Every request verifies the token again, so a
 // token past its exp or signed by a key the issuer rotated out ends the

@@ -2,6 +2,7 @@ package leadpage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -48,15 +49,20 @@ type Options struct {
 	// one-click sign-ins, by person id. Empty in production.
 	DevLogins map[string]string
 	// Clock is the now of sessions and of the time left; nil, the wall clock.
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock clock.Clock
+	// Sessions keep the signed-in browsers; nil, NewMemorySessions (a
+	// sidecar alone on its store). Sidecars sharing a store share them
+	// through NewStoreSessions, so that a browser signed in on one is
+	// signed in on all.
+	Sessions Sessions
+	Logger   *slog.Logger
 }
 
 // Page is the lead's approval page.
 type Page struct {
 	opts     Options
 	log      *slog.Logger
-	sessions *sessions
+	sessions Sessions
 	views    *views
 }
 
@@ -68,7 +74,10 @@ func New(o Options) *Page {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Page{opts: o, log: o.Logger.With("component", "leadpage"), sessions: newSessions(o.Clock), views: newViews()}
+	if o.Sessions == nil {
+		o.Sessions = NewMemorySessions(o.Clock)
+	}
+	return &Page{opts: o, log: o.Logger.With("component", "leadpage"), sessions: o.Sessions, views: newViews()}
 }
 
 // Mount adds the page's routes to e.
@@ -93,7 +102,7 @@ const (
 // its token names, verified for this request.
 type visitor struct {
 	id string
-	session
+	Session
 	who authn.Principal
 }
 
@@ -112,22 +121,26 @@ func (p *Page) signedIn(h func(echo.Context, visitor) error) echo.HandlerFunc {
 		if err != nil {
 			return c.Redirect(http.StatusSeeOther, "/login")
 		}
-		ss, ok := p.sessions.get(ck.Value)
-		if !ok {
+		ctx := c.Request().Context()
+		ss, err := p.sessions.Get(ctx, ck.Value)
+		switch {
+		case errors.Is(err, ErrNoSession):
 			p.clearCookie(c, sessionCookie)
 			return c.Redirect(http.StatusSeeOther, "/login?ended=session_ended")
+		case err != nil:
+			return p.failed(c, err)
 		}
-		if !p.opts.Clock.Now().Before(ss.expires) {
+		if !p.opts.Clock.Now().Before(ss.Expires) {
 			return p.endSession(c, ck.Value, "token_expired")
 		}
 		// Verified again on every request, so that a key the issuer
 		// rotated out ends the session at once, as it ends the token.
-		who, err := p.opts.Auth.Verify(c.Request().Context(), ss.token)
+		who, err := p.opts.Auth.Verify(ctx, ss.Token)
 		if err != nil {
 			return p.endSession(c, ck.Value, p.opts.Explain(err).Code)
 		}
-		v := visitor{id: ck.Value, session: ss, who: who}
-		if c.Request().Method == http.MethodPost && !sameToken(c.Request().PostFormValue("csrf"), ss.csrf) {
+		v := visitor{id: ck.Value, Session: ss, who: who}
+		if c.Request().Method == http.MethodPost && !sameToken(c.Request().PostFormValue("csrf"), ss.CSRF) {
 			return p.render(c, http.StatusForbidden, "refused", refusedPage{base: p.base(v), Refusal: csrfRefusal})
 		}
 		return h(c, v)
@@ -135,9 +148,13 @@ func (p *Page) signedIn(h func(echo.Context, visitor) error) echo.HandlerFunc {
 }
 
 // endSession forgets session id and sends the browser to sign in again,
-// saying why.
+// saying why. A session that could not be deleted stays harmless: it is
+// past its token's exp, or its token no longer verifies, and every request
+// checks both again.
 func (p *Page) endSession(c echo.Context, id, why string) error {
-	p.sessions.end(id)
+	if err := p.sessions.End(c.Request().Context(), id); err != nil {
+		p.log.Error("ending a session", "why", why, "err", err)
+	}
 	p.clearCookie(c, sessionCookie)
 	return c.Redirect(http.StatusSeeOther, "/login?ended="+why)
 }
@@ -179,19 +196,31 @@ func (p *Page) login(c echo.Context) error {
 		return p.renderLogin(c, http.StatusForbidden, &Refusal{Status: http.StatusForbidden, Code: "forbidden_role",
 			Message: "this page is for leads (operators may look); a token of role " + who.Role + " cannot sign in here"})
 	}
+	ctx := c.Request().Context()
 	if old, err := c.Cookie(sessionCookie); err == nil {
-		p.sessions.end(old.Value)
+		if err := p.sessions.End(ctx, old.Value); err != nil {
+			p.log.Error("ending the previous session at sign-in", "err", err)
+		}
 	}
-	id, _ := p.sessions.create(raw, who.Expires)
+	id, _, err := p.sessions.Create(ctx, raw, who.Expires)
+	if err != nil {
+		r := p.explain(err)
+		return p.renderLogin(c, r.Status, &r)
+	}
 	p.setCookie(c, &http.Cookie{Name: sessionCookie, Value: id, Expires: who.Expires})
 	p.clearCookie(c, loginCookie)
 	p.log.Info("signed in", "sub", who.ID, "role", who.Role, "until", who.Expires)
 	return c.Redirect(http.StatusSeeOther, "/approvals")
 }
 
-// logout ends the session.
+// logout ends the session, on every sidecar that shares it. A session
+// that could not be deleted is refused, not reported as signed out: the
+// cookie would still be good elsewhere.
 func (p *Page) logout(c echo.Context, v visitor) error {
-	p.sessions.end(v.id)
+	if err := p.sessions.End(c.Request().Context(), v.id); err != nil {
+		r := p.explain(err)
+		return p.render(c, r.Status, "refused", refusedPage{base: p.base(v), Refusal: r})
+	}
 	p.clearCookie(c, sessionCookie)
 	p.log.Info("signed out", "sub", v.who.ID)
 	return c.Redirect(http.StatusSeeOther, "/login?ended=signed_out")
@@ -225,9 +254,17 @@ func (p *Page) decide(act verb) func(echo.Context, visitor) error {
 			r := p.explain(err)
 			return p.renderQueue(c, v, r.Status, &refusedAttempt{Refusal: r, ID: id, Verb: string(act)})
 		}
-		p.sessions.setNotice(v.id, noticeFor(a))
+		if err := p.sessions.SetNotice(c.Request().Context(), v.id, noticeFor(a)); err != nil {
+			p.log.Error("leaving a notice", "err", err) // the decision stands; only its notice is lost
+		}
 		return c.Redirect(http.StatusSeeOther, "/approvals")
 	}
+}
+
+// failed answers a request whose session could not be read.
+func (p *Page) failed(c echo.Context, err error) error {
+	r := p.explain(err)
+	return p.render(c, r.Status, "refused", refusedPage{base: base{Style: p.views.style}, Refusal: r})
 }
 
 // explain is Options.Explain, logging what the API would log: an error

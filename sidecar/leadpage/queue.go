@@ -70,7 +70,9 @@ func (p *Page) renderQueue(c echo.Context, v visitor, status int, refused *refus
 		return p.render(c, r.Status, "refused", refusedPage{base: p.base(v), Refusal: r})
 	}
 	data := queuePage{base: p.base(v), Refused: refused}
-	data.Notice = p.sessions.takeNotice(v.id)
+	if data.Notice, err = p.sessions.TakeNotice(c.Request().Context(), v.id); err != nil {
+		p.log.Error("taking the notice", "err", err) // the queue is worth more than its notice
+	}
 	now := p.opts.Clock.Now()
 	for _, it := range items {
 		r := newRow(it, v, now)
@@ -90,7 +92,7 @@ func newRow(it engine.ApprovalItem, v visitor, now time.Time) row {
 		Requester: it.Requester, Region: it.RequesterRegion, Ticket: it.Ticket, Customer: it.Customer,
 		Paid: it.OrderPaid.String(), Refunded: it.Refunded.String(),
 		TimeLeft: timeLeft(it.Expires.Sub(now)), Call: describeCall(it.Tool, it.Args),
-		CanApprove: it.CanApprove, Code: it.Code, CSRF: v.csrf,
+		CanApprove: it.CanApprove, Code: it.Code, CSRF: v.CSRF,
 	}
 	// A lead may reject what is above their own limit (the engine's rule;
 	// it refuses anything else it would refuse to approve).

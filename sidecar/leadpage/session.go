@@ -1,93 +1,119 @@
 package leadpage
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign/executor/clock"
 )
 
-// session is what the server keeps for one signed-in browser: only what
+// Session is what the server keeps for one signed-in browser: only what
 // the page needs. The token is kept so that every request verifies it
 // again (its expiry, a rotated issuer key); the person's claims are not
 // kept, they are read from the token each time.
-type session struct {
-	token   string    // the bearer token the person signed in with
-	csrf    string    // the token every form of this session carries
-	expires time.Time // the token's exp: the session ends then
-	notice  string    // shown once, on the next page (after a redirect)
+type Session struct {
+	Token   string    // the bearer token the person signed in with
+	CSRF    string    // the token every form of this session carries
+	Expires time.Time // the token's exp: the session ends then
+	Notice  string    // shown once, on the next page (after a redirect)
 }
 
-// sessions are the signed-in browsers, in memory: a restart signs
+// Sessions keep the signed-in browsers under their ids: in memory for one
+// sidecar (NewMemorySessions), in the store for a fleet that shares one
+// (NewStoreSessions).
+type Sessions interface {
+	// Create starts a session for token, valid until expires, and returns
+	// its fresh random id. Sessions past their expiry are deleted on the
+	// way, so the sessions kept are no more than those alive.
+	Create(ctx context.Context, token string, expires time.Time) (string, Session, error)
+	// Get returns the session of id, or ErrNoSession; the caller checks
+	// its expiry (and ends it when past).
+	Get(ctx context.Context, id string) (Session, error)
+	// SetNotice leaves a notice for the session's next page.
+	SetNotice(ctx context.Context, id, notice string) error
+	// TakeNotice returns the session's notice and clears it.
+	TakeNotice(ctx context.Context, id string) (string, error)
+	// End deletes the session; ending one that is not there is no error.
+	End(ctx context.Context, id string) error
+}
+
+// memorySessions are the signed-in browsers, in memory: a restart signs
 // everyone out, which is the safe direction.
-type sessions struct {
+type memorySessions struct {
 	clock clock.Clock
 	mu    sync.Mutex
-	byID  map[string]session
+	byID  map[string]Session
 }
 
-func newSessions(c clock.Clock) *sessions {
-	return &sessions{clock: c, byID: map[string]session{}}
+var _ Sessions = (*memorySessions)(nil)
+
+// NewMemorySessions keeps sessions in this process, for a sidecar that is
+// alone on its store; c is the now of expiry (nil, the wall clock).
+func NewMemorySessions(c clock.Clock) Sessions {
+	if c == nil {
+		c = clock.Wall{}
+	}
+	return &memorySessions{clock: c, byID: map[string]Session{}}
 }
 
-// create starts a session for token, valid until expires, and returns its
-// id. Sessions past their expiry are dropped on the way, so the map holds
-// no more than the sessions alive.
-func (s *sessions) create(token string, expires time.Time) (string, session) {
+func (s *memorySessions) Create(_ context.Context, token string, expires time.Time) (string, Session, error) {
 	id, csrf := randomToken(), randomToken()
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, v := range s.byID {
-		if !now.Before(v.expires) {
+		if !now.Before(v.Expires) {
 			delete(s.byID, k)
 		}
 	}
-	ss := session{token: token, csrf: csrf, expires: expires}
+	ss := Session{Token: token, CSRF: csrf, Expires: expires}
 	s.byID[id] = ss
-	return id, ss
+	return id, ss, nil
 }
 
-// get returns the session of id; the caller checks its expiry.
-func (s *sessions) get(id string) (session, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss, ok := s.byID[id]
-	return ss, ok
-}
-
-// takeNotice returns the session's notice and clears it.
-func (s *sessions) takeNotice(id string) string {
+func (s *memorySessions) Get(_ context.Context, id string) (Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, ok := s.byID[id]
 	if !ok {
-		return ""
+		return Session{}, ErrNoSession
 	}
-	n := ss.notice
-	ss.notice = ""
-	s.byID[id] = ss
-	return n
+	return ss, nil
 }
 
-// setNotice leaves a notice for the session's next page.
-func (s *sessions) setNotice(id, notice string) {
+func (s *memorySessions) TakeNotice(_ context.Context, id string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.byID[id]
+	if !ok {
+		return "", nil
+	}
+	n := ss.Notice
+	ss.Notice = ""
+	s.byID[id] = ss
+	return n, nil
+}
+
+func (s *memorySessions) SetNotice(_ context.Context, id, notice string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss, ok := s.byID[id]; ok {
-		ss.notice = notice
+		ss.Notice = notice
 		s.byID[id] = ss
 	}
+	return nil
 }
 
-// end forgets the session.
-func (s *sessions) end(id string) {
+func (s *memorySessions) End(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byID, id)
+	return nil
 }
 
 // randomToken is 256 random bits, URL-safe: session ids and CSRF tokens.
@@ -102,4 +128,9 @@ func randomToken() string {
 // matches nothing.
 func sameToken(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// sessionError wraps a failure of Sessions with the operation.
+func sessionError(op string, err error) error {
+	return fmt.Errorf("leadpage: %s session: %w", op, err)
 }

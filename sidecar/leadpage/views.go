@@ -62,7 +62,7 @@ func (p *Page) base(v visitor) base {
 	if w.Role == "lead" {
 		who += " · approves up to " + w.ApproveLimit.String()
 	}
-	return base{Style: p.views.style, Who: who, CSRF: v.csrf}
+	return base{Style: p.views.style, Who: who, CSRF: v.CSRF}
 }
 
 type loginPage struct {
