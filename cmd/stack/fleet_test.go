@@ -5,17 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/credential"
-	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/pgtest"
-	"github.com/countersign/countersign/executor/sim/idp"
 	"github.com/countersign/countersign/sidecar/authn"
 )
 
@@ -28,26 +23,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // want of a bundle another member activated.
 func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
 	url := pgtest.URL(t)
-	dir := t.TempDir()
-	issuer, err := idp.Open(idp.Options{Dir: filepath.Join(dir, "idp")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := filepath.Join(dir, "jwks.json")
-	if err := os.WriteFile(jwks, issuer.JWKSJSON(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := issuer.Tokens(fixture.People(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	trusted, tokens := devIssuer(t)
 	kek, err := credential.NewKeyEncryptionKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	member := func() *stack.Stack {
 		o := production(t)
-		o.Issuers = []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwks}}
+		o.Issuers = []authn.Issuer{trusted}
 		o.StoreURL, o.KeyEncryptionKey = url, kek
 		st, err := stack.Start(context.Background(), o)
 		if err != nil {

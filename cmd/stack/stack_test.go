@@ -171,19 +171,7 @@ func TestFreshSidecarIsAliveNotReady(t *testing.T) {
 // activates, and a restart restores it. An unsigned bundle at start stops
 // the start.
 func TestBundleVerificationKey(t *testing.T) {
-	dir := t.TempDir()
-	issuer, err := idp.Open(idp.Options{Dir: filepath.Join(dir, "idp")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := filepath.Join(dir, "jwks.json")
-	if err := os.WriteFile(jwks, issuer.JWKSJSON(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := issuer.Tokens(fixture.People(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	trusted, tokens := devIssuer(t)
 	signer, verifier := signingPair(t)
 	sign := func(name string) []byte {
 		files, err := bundles.Open(name)
@@ -201,7 +189,7 @@ func TestBundleVerificationKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := production(t)
-	o.Issuers = []authn.Issuer{{Name: issuer.Name(), JWKSFile: jwks}}
+	o.Issuers = []authn.Issuer{trusted}
 	o.BundleVerifier, o.Bundle = verifier, signedP1
 	st, err := stack.Start(context.Background(), o)
 	if err != nil {
@@ -315,6 +303,26 @@ func TestSignaturesRequiredOverAnUnsignedHistory(t *testing.T) {
 	if rev := st.Policy.Revision(); rev != "p3" {
 		t.Errorf("active %s, want p3", rev)
 	}
+}
+
+// devIssuer is a dev identity provider as a production stack trusts one,
+// its keys in a file, and a token for every fixture person.
+func devIssuer(t *testing.T) (authn.Issuer, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	issuer, err := idp.Open(idp.Options{Dir: filepath.Join(dir, "idp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwks, issuer.JWKSJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := issuer.Tokens(fixture.People(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authn.Issuer{Name: issuer.Name(), JWKSFile: jwks}, tokens
 }
 
 // signingPair is a signer and the verifier of its key.
