@@ -48,3 +48,34 @@ func BenchmarkProposeRefund(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApprovalQueue measures a lead's GET /v1/approvals behind n
+// pending approvals: one read transaction, then the approver rules (one
+// OPA evaluation) per item, so the cost grows with the queue.
+func BenchmarkApprovalQueue(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			h := newHarness(b, engine.DefaultControls())
+			ctx := context.Background()
+			for i := range n {
+				wf := fmt.Sprintf("Q%d", i)
+				h.workflow("rep-ana", wf)
+				order := fmt.Sprintf("O-%d", 800000+i)
+				h.sys.orders[order] = h.sys.orders["O-1002"]
+				// $120: above the auto limit, so each waits for a lead.
+				if s := h.propose("rep-ana", wf, tool.IssueRefund, fmt.Sprintf(`{"order":%q,"amount":12000}`, order)); s.Approval == "" {
+					b.Fatalf("step %s, want waiting for approval", s.Status)
+				}
+			}
+			lead := person("lead-dee")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				items, err := h.eng.ApprovalQueue(ctx, lead, engine.ApprovalQuery{Status: "pending"})
+				if err != nil || len(items) != n {
+					b.Fatalf("%d items, %v; want %d", len(items), err, n)
+				}
+			}
+		})
+	}
+}
