@@ -248,17 +248,19 @@ func readBody(c echo.Context, r io.Reader) ([]byte, error) {
 	return body, err
 }
 
-// noBody checks the body of an endpoint that takes none: no body, or an
-// empty JSON object, passes; anything else is refused as decodeJSON
-// refuses a body that does not fit (a wrong content type 400, a member
-// 422), so that a request meant for another endpoint never passes here.
-func noBody(c echo.Context) error {
+// optionalBody decodes the body of an endpoint whose members are all
+// optional into v: no body passes as none; any other is read as
+// decodeJSON reads one (a wrong content type 400, an unknown member 422),
+// so that a request meant for another endpoint never passes here.
+func optionalBody(c echo.Context, v any) error {
 	if c.Request().ContentLength == 0 {
 		return nil
 	}
-	var none struct{}
-	return decodeJSON(c, &none)
+	return decodeJSON(c, v)
 }
+
+// noBody is optionalBody for an endpoint that takes no member at all.
+func noBody(c echo.Context) error { return optionalBody(c, &struct{}{}) }
 
 // overLimit reports whether reading a body failed because it passed the
 // body limit. A body of unknown length (chunked) passes the Content-Length

@@ -23,15 +23,7 @@ func TestEndpointsWithoutABodyRefuseOne(t *testing.T) {
 	bearer := func(who string) http.Header {
 		return http.Header{"Authorization": {"Bearer " + e.st.Tokens[who]}}
 	}
-	epoch := func() int {
-		var b struct {
-			Keys []struct {
-				Kid string `json:"kid"`
-			} `json:"keys"`
-		}
-		e.send(t, http.MethodGet, "/.well-known/jwks.json", nil, nil).decode(t, &b)
-		return len(b.Keys)
-	}
+	epoch := func() string { return strings.Join(jwksKids(t, e), ",") } // the published keys
 	before := epoch()
 	for _, tc := range []struct {
 		path, who string
@@ -48,10 +40,30 @@ func TestEndpointsWithoutABodyRefuseOne(t *testing.T) {
 		})
 	}
 	if after := epoch(); after != before {
-		t.Fatalf("the refused raises changed the published keys: %d, then %d", before, after)
+		t.Fatalf("the refused raises changed the published keys: %s, then %s", before, after)
 	}
 	e.call(t, http.MethodPost, "/v1/credentials/epoch", "ops-ida", map[string]int{}).want(t, http.StatusOK, "")
 	e.send(t, http.MethodPost, "/v1/workflows/W1/resume", bearer("rep-ana"), nil).want(t, http.StatusOK, "")
+
+	// The raise takes an optional reason, checked before anything rotates,
+	// and kept in the audit record.
+	keys := epoch()
+	e.call(t, http.MethodPost, "/v1/credentials/epoch", "ops-ida", map[string]string{"reason": "two\nlines"}).want(t, http.StatusUnprocessableEntity, "invalid_request")
+	if epoch() != keys {
+		t.Fatal("a raise with a refused reason rotated the key")
+	}
+	e.call(t, http.MethodPost, "/v1/credentials/epoch", "ops-ida", map[string]string{"reason": "token leaked in INC-42"}).want(t, http.StatusOK, "")
+	var page struct {
+		Records []struct {
+			Kind   string         `json:"kind"`
+			Detail map[string]any `json:"detail"`
+		} `json:"records"`
+	}
+	e.call(t, http.MethodGet, "/v1/audit?limit=1000", "ops-ida", nil).decode(t, &page)
+	last := page.Records[len(page.Records)-1]
+	if last.Kind != "epoch" || last.Detail["reason"] != "token leaked in INC-42" {
+		t.Errorf("the last audit record is %+v, want the raise with its reason", last)
+	}
 }
 
 // TestRequestIDs: a client's X-Request-Id comes back when it is a usable

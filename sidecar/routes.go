@@ -423,8 +423,16 @@ func (s *Server) setMode(c echo.Context) error {
 	return c.JSON(http.StatusOK, newModeView(m))
 }
 
+// raiseEpoch rotates the signing key; an optional "reason" goes into the
+// audit record, as a switch's does.
 func (s *Server) raiseEpoch(c echo.Context) error {
-	if err := noBody(c); err != nil {
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if err := optionalBody(c, &req); err != nil {
+		return err
+	}
+	if err := engine.CheckReason(req.Reason); err != nil {
 		return err
 	}
 	n, err := s.opts.Credentials.Raise(c.Request().Context())
@@ -432,8 +440,12 @@ func (s *Server) raiseEpoch(c echo.Context) error {
 		return err
 	}
 	s.log.Info("credential epoch raised", "epoch", n, "by", person(c).ID)
+	detail := map[string]any{"epoch": n}
+	if req.Reason != "" {
+		detail["reason"] = req.Reason
+	}
 	if err := s.opts.Engine.RecordEvent(c.Request().Context(), audit.Record{Kind: audit.KindEpoch, Actor: person(c).ID,
-		Detail: map[string]any{"epoch": n}}); err != nil {
+		Detail: detail}); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, epochAnswer{Epoch: n})

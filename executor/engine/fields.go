@@ -42,6 +42,10 @@ func checkID(field, v string) error {
 // other than what they wrote.
 func checkComment(c string) error { return checkText("comment", c) }
 
+// CheckReason checks the reason a person gives for an action recorded
+// outside the engine (an epoch raise) as the engine checks its own.
+func CheckReason(reason string) error { return checkText("reason", reason) }
+
 // checkText checks a person's free text (a comment, a reason) before it
 // goes into a record.
 func checkText(field, c string) error {
