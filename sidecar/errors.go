@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -197,6 +197,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
 	}
+	ae.Message = clipTo(ae.Message, maxMessage) // it may repeat what the client sent
 	var body any = errorBody{Error: ae, RequestID: rid}
 	if ae.failures != nil {
 		body = gateFailedBody{errorBody{Error: ae, RequestID: rid}, ae.failures}
@@ -216,47 +217,56 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 // value, no duplicate or case-variant names at any depth (400
 // malformed_json), no unknown fields and no wrong types (422).
 func decodeJSON(c echo.Context, v any) error {
-	req := c.Request()
-	if ct := req.Header.Get(echo.HeaderContentType); !isJSON(ct) {
-		return newError(http.StatusBadRequest, "unsupported_content_type", "send Content-Type: application/json")
+	if err := jsonContent(c); err != nil {
+		return err
 	}
-	// Read the whole body first: a decoder stops at the end of the first
-	// value and would miss both trailing data and a body that passes the
-	// limit in its last read.
-	body, err := readBody(c, req.Body)
+	body, err := readBody(c.Request().Body)
 	if err != nil {
-		if overLimit(err) {
-			return echo.ErrStatusRequestEntityTooLarge
-		}
-		return newError(http.StatusBadRequest, "unreadable_body", "%v", err)
+		return err
 	}
 	return strictjson.Decode(body, v) // classify answers its refusals
 }
 
-// readBody reads r, the request's body, within BodyTimeout. The deadline
-// covers the body only, not what the handler does next.
-func readBody(c echo.Context, r io.Reader) ([]byte, error) {
-	rc := http.NewResponseController(c.Response())
-	deadline := rc.SetReadDeadline(time.Now().Add(BodyTimeout)) == nil
-	body, err := io.ReadAll(r)
-	if deadline && err == nil {
-		// Cleared only after a whole body: after a timeout the server's
-		// own read of the rest must fail at once too, or the answer would
-		// wait for it.
-		err = rc.SetReadDeadline(time.Time{})
-	}
-	return body, err
-}
-
 // optionalBody decodes the body of an endpoint whose members are all
-// optional into v: no body passes as none; any other is read as
+// optional into v: an empty body passes as none; any other is read as
 // decodeJSON reads one (a wrong content type 400, an unknown member 422),
 // so that a request meant for another endpoint never passes here.
 func optionalBody(c echo.Context, v any) error {
 	if c.Request().ContentLength == 0 {
 		return nil
 	}
-	return decodeJSON(c, v)
+	body, err := readBody(c.Request().Body)
+	if err != nil || len(body) == 0 { // an empty chunked body is none too
+		return err
+	}
+	if err := jsonContent(c); err != nil {
+		return err
+	}
+	return strictjson.Decode(body, v)
+}
+
+func jsonContent(c echo.Context) error {
+	if !isJSON(c.Request().Header.Get(echo.HeaderContentType)) {
+		return newError(http.StatusBadRequest, "unsupported_content_type", "send Content-Type: application/json")
+	}
+	return nil
+}
+
+// readBody reads a request's whole body: a decoder stops at the end of the
+// first value and would miss both trailing data and a body that passes the
+// limit in its last read.
+func readBody(r io.Reader) ([]byte, error) {
+	body, err := io.ReadAll(r)
+	var ne net.Error
+	switch {
+	case err == nil:
+		return body, nil
+	case overLimit(err):
+		return nil, echo.ErrStatusRequestEntityTooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, newError(http.StatusBadRequest, "unreadable_body", "the body did not arrive within %s; send it at once, as announced", BodyTimeout)
+	}
+	return nil, newError(http.StatusBadRequest, "unreadable_body", "the body could not be read whole: send exactly the bytes Content-Length announces, or chunked")
 }
 
 // noBody is optionalBody for an endpoint that takes no member at all.
@@ -292,17 +302,24 @@ func gateFailures(r policy.Report) []gateFailure {
 	return out
 }
 
-// maxEcho is how much of a client's own input an error message repeats.
-const maxEcho = 64
+// How much of a client's own input an error message repeats (maxEcho),
+// and how long any error message may be (maxMessage): an answer never
+// grows with what the client sent, in a field, a path or a header.
+const (
+	maxEcho    = 64
+	maxMessage = 600
+)
 
-// clip is s as an error message repeats it: whole up to maxEcho bytes,
-// else its start and its length, so that an answer never grows with what
-// the client sent.
-func clip(s string) string {
-	if len(s) <= maxEcho {
+// clip is s as an error message repeats it.
+func clip(s string) string { return clipTo(s, maxEcho) }
+
+// clipTo is s whole up to max bytes, else its start (whole runes) and its
+// length.
+func clipTo(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := maxEcho
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -126,7 +127,8 @@ func TestQueryValuesAreClipped(t *testing.T) {
 
 // TestASlowBodyIsCutOff: a client that announces a body and never sends
 // it is answered, and its connection closed, once BodyTimeout has passed,
-// not held forever.
+// not held forever: on /v1, on the page's sign-in form (no token needed)
+// and on /mcp.
 func TestASlowBodyIsCutOff(t *testing.T) {
 	t.Parallel() // it waits BodyTimeout
 	e := start(t, devstack.Options{})
@@ -134,27 +136,35 @@ func TestASlowBodyIsCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, err = conn.Write([]byte("POST /v1/workflows HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.st.Tokens["rep-ana"] +
-		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ticket\":\"T-1\""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := sidecar.BodyTimeout + 15*time.Second
-	if err := conn.SetReadDeadline(time.Now().Add(limit)); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer within %s of a body that never came: %v", limit, err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusBadRequest {
-		t.Errorf("status %d, want 400", res.StatusCode)
+	bearer := "Authorization: Bearer " + e.st.Tokens["rep-ana"] + "\r\n"
+	for _, tc := range []struct{ name, head, part string }{
+		{"v1", "POST /v1/workflows HTTP/1.1\r\n" + bearer + "Content-Type: application/json\r\n", `{"ticket":"T-1"`},
+		{"login", "POST /login HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n", "person=lead-dee"},
+		{"mcp", "POST /mcp HTTP/1.1\r\n" + bearer + "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n", `{"jsonrpc":"2.0"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte(tc.head + "Host: x\r\nContent-Length: 100\r\n\r\n" + tc.part)); err != nil {
+				t.Fatal(err)
+			}
+			limit := sidecar.BodyTimeout + 15*time.Second
+			if err := conn.SetReadDeadline(time.Now().Add(limit)); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer within %s of a body that never came: %v", limit, err)
+			}
+			res.Body.Close()
+			if res.StatusCode < 400 {
+				t.Errorf("status %d, want a refusal", res.StatusCode)
+			}
+		})
 	}
 }
 
@@ -218,4 +228,26 @@ func TestMCPTransportErrorsAreJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLongPathsAreClipped: an error repeats at most the start of a long id
+// in the path, as of anything else the client sent.
+func TestLongPathsAreClipped(t *testing.T) {
+	e := start(t, devstack.Options{})
+	long := strings.Repeat("W", 100_000)
+	for _, path := range []string{"/v1/workflows/" + long, "/v1/approvals/" + long, "/v1/modes/" + long} {
+		r := e.call(t, http.MethodGet, path, "ops-ida", nil)
+		if r.status < 400 || len(r.body) > 1500 {
+			t.Errorf("GET %.30s…: %d in %d bytes, want a refusal of at most 1500", path, r.status, len(r.body))
+		}
+	}
+}
+
+// TestAnEmptyChunkedBodyIsNoBody: a resume sent with an empty chunked body
+// is a resume, as one with Content-Length: 0.
+func TestAnEmptyChunkedBodyIsNoBody(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.open(t, "rep-ana", "W1")
+	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["rep-ana"]}}
+	e.send(t, http.MethodPost, "/v1/workflows/W1/resume", h, struct{ io.Reader }{strings.NewReader("")}).want(t, http.StatusOK, "")
 }

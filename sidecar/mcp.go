@@ -47,7 +47,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	}
 	c.Response().Header().Del(echo.HeaderContentLength)
 	c.Response().Header().Del(echo.HeaderContentType) // the plain text's: the error is answered in JSON
-	return newError(w.status, mcpErrorCode(w.status), "MCP transport: %s", clip(strings.TrimSpace(w.text.String())))
+	return newError(w.status, mcpErrorCode(w.status), "MCP transport: %s", strings.TrimSpace(w.text.String()))
 }
 
 // mcpErrorCode is the code of an MCP transport error of status.

@@ -555,14 +555,11 @@ func readBundle(c echo.Context) ([]byte, error) {
 	if req.ContentLength > policy.MaxArchiveBytes {
 		return nil, fmt.Errorf("%w: upload of %d bytes", policy.ErrBundleTooLarge, req.ContentLength)
 	}
-	body, err := readBody(c, http.MaxBytesReader(c.Response(), req.Body, policy.MaxArchiveBytes))
-	if overLimit(err) {
+	body, err := readBody(http.MaxBytesReader(c.Response(), req.Body, policy.MaxArchiveBytes))
+	if errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
 		return nil, fmt.Errorf("%w: upload over %d bytes", policy.ErrBundleTooLarge, policy.MaxArchiveBytes)
 	}
-	if err != nil {
-		return nil, newError(http.StatusBadRequest, "unreadable_body", "%v", err)
-	}
-	return body, nil
+	return body, err
 }
 
 // isBundleUpload skips the server's body limit for POST /v1/bundles, which

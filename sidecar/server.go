@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/countersign/countersign/executor/clock"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,6 +97,7 @@ func New(opts Options) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(
+		bodyDeadline,
 		keepRequestID,
 		middleware.RequestID(),
 		s.requestLog(),
@@ -110,6 +112,44 @@ func New(opts Options) *Server {
 // BodyTimeout bounds reading a request's body: a client that announces a
 // body and sends it slowly, or never, holds a connection that long.
 const BodyTimeout = 30 * time.Second
+
+// bodyDeadline bounds reading the body of every request that has one
+// (/v1, the page's forms, /mcp) to BodyTimeout: the connection's read
+// deadline is set when the request arrives and cleared once its body has
+// been read to the end, so it covers the body, not what the handler does
+// next. A handler that never reads the body leaves it set, and the
+// server's own read of the rest, after the answer, ends there too.
+func bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			return next(c)
+		}
+		rc := http.NewResponseController(c.Response())
+		if rc.SetReadDeadline(time.Now().Add(BodyTimeout)) == nil { // in process (the MCP front's client) there is no connection
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+		return next(c)
+	}
+}
+
+// deadlineBody clears the connection's read deadline at the body's end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	cleared bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.cleared {
+		b.cleared = true
+		if cerr := b.rc.SetReadDeadline(time.Time{}); cerr != nil {
+			return n, cerr
+		}
+	}
+	return n, err
+}
 
 // keepRequestID drops a client's X-Request-Id that is not 1 to 128
 // letters, digits, '.', '_' or '-', so that the id a response and the log
