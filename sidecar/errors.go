@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -245,9 +246,16 @@ func optionalBody(c echo.Context, v any) error {
 	return strictjson.Decode(body, v)
 }
 
+// jsonContent refuses a body that is not plainly JSON: another content
+// type, two Content-Type headers (readers may take either), or a content
+// encoding (the body is read as it comes, never decompressed).
 func jsonContent(c echo.Context) error {
-	if !isJSON(c.Request().Header.Get(echo.HeaderContentType)) {
-		return newError(http.StatusBadRequest, "unsupported_content_type", "send Content-Type: application/json")
+	h := c.Request().Header
+	if ct := h.Values(echo.HeaderContentType); len(ct) != 1 || !isJSON(ct[0]) {
+		return newError(http.StatusBadRequest, "unsupported_content_type", "send one Content-Type: application/json")
+	}
+	if ce := h.Get(echo.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+		return newError(http.StatusBadRequest, "unsupported_content_encoding", "send the body uncompressed, without Content-Encoding")
 	}
 	return nil
 }

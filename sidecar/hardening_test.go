@@ -251,3 +251,19 @@ func TestAnEmptyChunkedBodyIsNoBody(t *testing.T) {
 	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["rep-ana"]}}
 	e.send(t, http.MethodPost, "/v1/workflows/W1/resume", h, struct{ io.Reader }{strings.NewReader("")}).want(t, http.StatusOK, "")
 }
+
+// TestAmbiguousContentHeaders: two Content-Type headers, or a content
+// encoding the server would not undo, are refused, not one of them picked.
+func TestAmbiguousContentHeaders(t *testing.T) {
+	e := start(t, devstack.Options{})
+	body := `{"ticket":"T-1","id":"W1"}`
+	for name, h := range map[string]http.Header{
+		"two content types": {"Content-Type": {"application/json", "text/plain"}},
+		"gzip":              {"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}},
+	} {
+		h.Set("Authorization", "Bearer "+e.st.Tokens["rep-ana"])
+		if r := e.send(t, http.MethodPost, "/v1/workflows", h, strings.NewReader(body)); r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", name, r.status, r.body)
+		}
+	}
+}
