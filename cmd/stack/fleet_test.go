@@ -1,7 +1,6 @@
 package stack_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -62,19 +61,8 @@ func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, a.URL+"/v1/bundles", bytes.NewReader(archive))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tokens["ops-ida"])
-	req.Header.Set("Content-Type", "application/gzip")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("p1 through member a: %d, want 201", res.StatusCode)
+	if status, code := uploadBundle(t, a.URL, tokens["ops-ida"], archive); status != http.StatusCreated {
+		t.Fatalf("p1 through member a: %d %s, want 201", status, code)
 	}
 	if status, rev := ready(b); status != http.StatusOK || rev != "p1" {
 		t.Fatalf("member b after p1 was activated through a: /readyz %d %q, want 200 p1", status, rev)

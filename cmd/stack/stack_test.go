@@ -197,24 +197,7 @@ func TestBundleVerificationKey(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 
-	upload := func(archive []byte) (int, string) {
-		req, err := http.NewRequest(http.MethodPost, st.URL+"/v1/bundles", bytes.NewReader(archive))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tokens["ops-ida"])
-		req.Header.Set("Content-Type", "application/gzip")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var body struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&body)
-		return res.StatusCode, body.Error.Code
-	}
+	upload := func(archive []byte) (int, string) { return uploadBundle(t, st.URL, tokens["ops-ida"], archive) }
 	unsigned, err := bundles.Archive("p3")
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +306,28 @@ func devIssuer(t *testing.T) (authn.Issuer, map[string]string) {
 		t.Fatal(err)
 	}
 	return authn.Issuer{Name: issuer.Name(), JWKSFile: jwks}, tokens
+}
+
+// uploadBundle posts archive to the sidecar at url as the operator whose
+// token is given, and returns the status and the error code, if any.
+func uploadBundle(t *testing.T, url, token string, archive []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/bundles", bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/gzip")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return res.StatusCode, body.Error.Code
 }
 
 // signingPair is a signer and the verifier of its key.
