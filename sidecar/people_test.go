@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"testing/fstest"
@@ -74,4 +75,18 @@ func loosened(t *testing.T, limit string, cents int64) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A sub that PRECIS UsernameCaseMapped refuses names nobody a same-person
+// check could compare: the token is 401 bad_claims, before any check.
+func TestSubjectMustBeAUsername(t *testing.T) {
+	e := start(t, devstack.Options{})
+	for _, sub := range []string{"ops ida", "ops\u200dida", "ops-ida\u2122", "rep\u2603", "\u210cops"} {
+		t.Run(fmt.Sprintf("%+q", sub), func(t *testing.T) {
+			r := e.callWith(t, http.MethodGet, "/v1/bundles", e.sign(t, "ops-ida", sub, "operator"), nil)
+			r.want(t, http.StatusUnauthorized, "bad_claims")
+		})
+	}
+	// The spellings PRECIS maps are the same person, and are let in.
+	e.callWith(t, http.MethodGet, "/v1/bundles", e.sign(t, "ops-ida", "ＯＰＳ－ＩＤＡ", "operator"), nil).want(t, http.StatusOK, "")
 }
