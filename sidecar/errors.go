@@ -175,6 +175,8 @@ func refusalMessage(code string) string {
 		return "the rep who requested the call cannot approve it; ask a lead of the region"
 	case policy.ApproverNotLead:
 		return "only a lead can approve"
+	case engine.ForbiddenRole:
+		return "only a lead approves or rejects, whatever the policy bundle says; ask a lead of the requester's region"
 	case policy.ApprovalExpired:
 		return "the approval expired; the agent's next resume requests a new one"
 	case policy.ApproverOutsideRegion:

@@ -60,6 +60,15 @@
 // where the approval is consumed only if it is approved, unexpired and bound
 // to exactly this call.
 //
+// Who may decide an approval has a floor in Go that no bundle widens
+// (approve.go, floor): only a lead, and never the requester, compared as
+// people (identity.Same: Rep-Ana is rep-ana). It is checked before the
+// approval's status and before the active bundle's approver rules, which
+// then narrow (region, limit, expiry) and see both ids in their canonical
+// form. Every front reaches it the same way: the API, the lead's page and
+// the lead's MCP tools call Approve and Reject, and a ratification or a
+// reversal checks it too.
+//
 // # A fleet on one store
 //
 // Several sidecars may share one PostgreSQL store (cmd/stack StoreURL).

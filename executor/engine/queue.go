@@ -32,8 +32,9 @@ type ApprovalItem struct {
 	// in its Args; nil when it replaces none.
 	Previous *store.Approval
 	// CanApprove tells whether the person may approve it now, by the
-	// approver rules of the active bundle; when false, Code says why, in
-	// the codes of the approve endpoint (or CodeNotPending).
+	// approval floor and the approver rules of the active bundle; when
+	// false, Code says why, in the codes of the approve endpoint
+	// (ForbiddenRole among them) or CodeNotPending.
 	CanApprove bool
 	Code       string
 }
@@ -112,15 +113,19 @@ func itemOf(tx *store.Tx, a store.Approval) (ApprovalItem, error) {
 	return it, nil
 }
 
-// judge sets whether p may approve the item now.
+// judge sets whether p may approve the item now: the approval floor, then
+// the approver rules, as Approve would answer.
 func (e *Engine) judge(ctx context.Context, p Person, it *ApprovalItem) error {
 	if it.Status != store.ApprovalPending {
 		it.CanApprove, it.Code = false, CodeNotPending
 		return nil
 	}
-	refused, err := e.refusal(ctx, p, it.Approval, store.ApprovalApproved, e.clock.Now())
-	if err != nil {
-		return err
+	refused := e.floor(p, it.Requester)
+	if refused == "" {
+		var err error
+		if refused, err = e.refusal(ctx, p, it.Approval, store.ApprovalApproved, e.clock.Now()); err != nil {
+			return err
+		}
 	}
 	it.CanApprove, it.Code = refused == "", string(refused)
 	return nil
