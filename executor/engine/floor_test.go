@@ -79,8 +79,14 @@ func TestNoBundleWidensTheApprovalFloor(t *testing.T) {
 	if _, err := h.eng.Approve(ctx, person("lead-eli"), "AP-404", ""); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("a lead approving an id nobody used: %v, want ErrNotFound", err)
 	}
-	for who, code := range map[string]string{"ops-ida": "forbidden_role", "lead-dee": ""} {
+	for who, code := range map[string]string{"ops-ida": "forbidden_role", "lead-dee": "", "rep-cy": "forbidden_role"} {
 		it, err := h.eng.ApprovalDetail(ctx, person(who), s.Approval)
+		if who == "rep-cy" {
+			if !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("another rep reads the approval: %v, want ErrNotFound", err)
+			}
+			continue
+		}
 		if err != nil || it.CanApprove != (code == "") || it.Code != code {
 			t.Errorf("%s's view: can approve %v code %q (%v), want code %q", who, it.CanApprove, it.Code, err, code)
 		}

@@ -80,13 +80,18 @@ func (e *Engine) ApprovalQueue(ctx context.Context, p Person, q ApprovalQuery) (
 	return out, nil
 }
 
-// ApprovalDetail is approval id as person p sees it.
+// ApprovalDetail is approval id as person p sees it. A rep sees only the
+// approvals of her own calls: another rep's is, to her, exactly as absent
+// as an id nobody used (see readableWorkflow).
 func (e *Engine) ApprovalDetail(ctx context.Context, p Person, id string) (ApprovalItem, error) {
 	var it ApprovalItem
 	err := e.db.View(func(tx *store.Tx) error {
 		a, err := tx.Approval(id)
+		if err == nil && p.Role == RoleRep && a.Requester != p.ID {
+			err = store.ErrNotFound
+		}
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+			return notFound("approval", id)
 		} else if err != nil {
 			return err
 		}
