@@ -98,7 +98,7 @@ func classify(err error) *apiError {
 	case errors.Is(err, engine.ErrForbidden):
 		return newError(http.StatusForbidden, "forbidden", "%v", err)
 	case errors.Is(err, engine.ErrWorkflowExists):
-		return newError(http.StatusConflict, "workflow_exists", "%v; use another id, or repeat the first request exactly to get that workflow", err)
+		return newError(http.StatusConflict, "workflow_exists", "%v; use another id (or leave id out for one made for you), or, if you opened it, repeat the first request exactly to get it", err)
 	case errors.Is(err, engine.ErrNotAmendable):
 		return newError(http.StatusConflict, "step_not_amendable", "%v; propose a new step instead", err)
 	case errors.Is(err, engine.ErrNotCompensable):
@@ -175,6 +175,8 @@ func refusalMessage(code string) string {
 		return "the rep who requested the call cannot approve it; ask a lead of the region"
 	case policy.ApproverNotLead:
 		return "only a lead can approve"
+	case engine.ForbiddenRole:
+		return "only a lead approves or rejects, whatever the policy bundle says; ask a lead of the requester's region"
 	case policy.ApprovalExpired:
 		return "the approval expired; the agent's next resume requests a new one"
 	case policy.ApproverOutsideRegion:

@@ -29,7 +29,8 @@
 //	         schemas as given), countersign_status, countersign_wait
 //	others   approvals_pending, approval_get, approval_approve,
 //	         approval_reject; the approver is always the token's subject,
-//	         never an argument, and the API's approver rules decide
+//	         never an argument, and the API's approval floor and
+//	         approver rules decide
 //
 // # One session, one workflow
 //
