@@ -1,11 +1,17 @@
 package mcpfront_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/sidecar/client"
 	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
@@ -113,4 +119,110 @@ func FuzzOriginCheck(f *testing.F) {
 			t.Errorf("Check(%q) = %v, not ErrForbiddenOrigin", origin, err)
 		}
 	})
+}
+
+// Over real sockets: a request to /mcp whose Origin is not allowed is the
+// API's 403 forbidden_origin, whatever its bearer (none, a bad one or a
+// valid one), on every method, and opens no session; a listed origin and
+// no Origin at all work with the SDK's own client.
+func TestMCPOrigin(t *testing.T) {
+	const listed = "https://agents.example"
+	st := start(t, devstack.Options{MCPAllowedOrigins: []string{listed}})
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+	send := func(t *testing.T, method, bearer string, origins []string) *http.Response {
+		t.Helper()
+		var body *strings.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(initialize)
+		} else {
+			body = strings.NewReader("")
+		}
+		req, err := http.NewRequest(method, st.Endpoints.Sidecar+"/mcp", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		req.Header["Origin"] = origins
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+	for _, tc := range []struct {
+		name    string
+		method  string
+		bearer  string
+		origins []string
+	}{
+		{"a foreign origin with a valid token", http.MethodPost, st.Tokens["rep-ana"], []string{"http://evil.example"}},
+		{"a lead's valid token from a foreign origin", http.MethodPost, st.Tokens["lead-dee"], []string{"http://evil.example"}},
+		{"a foreign origin with no token", http.MethodPost, "", []string{"http://evil.example"}},
+		{"a foreign origin with a bad token", http.MethodPost, "not-a-jwt", []string{"http://evil.example"}},
+		{"null with a valid token", http.MethodPost, st.Tokens["rep-ana"], []string{"null"}},
+		{"the listed origin under http", http.MethodPost, st.Tokens["rep-ana"], []string{"http://agents.example"}},
+		{"two Origin headers, both the listed one", http.MethodPost, st.Tokens["rep-ana"], []string{listed, listed}},
+		{"the stream from a foreign origin", http.MethodGet, st.Tokens["rep-ana"], []string{"http://evil.example"}},
+		{"ending a session from a foreign origin", http.MethodDelete, st.Tokens["rep-ana"], []string{"http://evil.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := send(t, tc.method, tc.bearer, tc.origins)
+			var body struct {
+				Error *client.Error `json:"error"`
+			}
+			jsonDecode(t, res, &body)
+			if res.StatusCode != http.StatusForbidden || body.Error == nil || body.Error.Code != "forbidden_origin" {
+				t.Fatalf("status %d, error %+v; want 403 forbidden_origin", res.StatusCode, body.Error)
+			}
+			if id := res.Header.Get("Mcp-Session-Id"); id != "" {
+				t.Errorf("a session %s was opened", id)
+			}
+			if h := res.Header.Get("WWW-Authenticate"); h != "" {
+				t.Errorf("WWW-Authenticate %q: a foreign page learns what the sidecar expects", h)
+			}
+			if strings.Contains(body.Error.Message, "evil.example") || strings.Contains(body.Error.Message, listed) {
+				t.Errorf("the message repeats an origin: %q", body.Error.Message)
+			}
+		})
+	}
+
+	// The SDK's client from a foreign origin cannot connect.
+	foreign := bearerClient(t, st, "rep-ana", http.Header{"Origin": {"http://evil.example"}})
+	if cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: st.Endpoints.Sidecar + "/mcp", HTTPClient: foreign, MaxRetries: -1}, nil); err == nil {
+		cs.Close()
+		t.Fatal("the SDK's client connected from a foreign origin")
+	}
+
+	// A listed origin, spelled as a browser may, and no Origin at all: a
+	// session with the catalog, and a governed call that runs.
+	for name, h := range map[string]http.Header{
+		"the listed origin":                {"Origin": {listed}},
+		"the listed origin, default port":  {"Origin": {"HTTPS://Agents.Example:443"}},
+		"no Origin (a client, no browser)": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cs := connect(t, st, "rep-ana", h)
+			if got := toolNames(t, cs); !slices.Contains(got, "issue_refund") {
+				t.Fatalf("tools %v", got)
+			}
+			var s client.Step
+			structured(t, call(t, cs, "lookup_order", map[string]any{"order": "O-1001"}), &s)
+			if s.Status != "done" {
+				t.Errorf("lookup_order: %+v", s)
+			}
+		})
+	}
+
+	// Past a listed origin the bearer is checked as before: no token is
+	// the API's 401 with its challenge.
+	res := send(t, http.MethodPost, "", []string{listed})
+	if res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("a listed origin without a token: %d %q, want 401 with a Bearer challenge", res.StatusCode, res.Header.Get("WWW-Authenticate"))
+	}
 }
