@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/pgtest"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // withAuto is release p1 under another revision with refund_auto set to
 // cents: its archive and digest.
@@ -68,12 +72,27 @@ func embedded(t *testing.T, name string) ([]byte, string) {
 // Each refund is held to the auto limit of the bundle whose decision let
 // it run, when the gate vouched for that bundle; otherwise to the
 // strictest auto limit known, with the reason.
+// On bbolt and on PostgreSQL, which a fleet shares.
 func TestLimitsHoldEachRefundToItsBundle(t *testing.T) {
-	db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	t.Run("bbolt", func(t *testing.T) {
+		db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testLimits(t, db)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db, err := store.OpenPostgres(context.Background(), pgtest.URL(t), store.PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testLimits(t, db)
+	})
+}
+
+func testLimits(t *testing.T, db *store.DB) {
 	p1, p1d := embedded(t, "p1")
 	p2, p2d := embedded(t, "p2")
 	raised, raisedD := withAuto(t, "p1-raised", 7500)
@@ -105,7 +124,7 @@ func TestLimitsHoldEachRefundToItsBundle(t *testing.T) {
 		{4, "ALLOW", "p1-raised", raisedD, false},
 		{4, "ALLOW", "p2", p2d, true}, // shadow: nothing ran
 	}
-	err = db.Update(func(tx *store.Tx) error {
+	err := db.Update(func(tx *store.Tx) error {
 		for _, h := range history {
 			h.rec.At = at
 			if _, err := tx.AppendBundle(h.rec, h.blob); err != nil {
