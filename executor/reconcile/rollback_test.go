@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,13 +90,56 @@ func raisedAuto(t *testing.T, revision string, cents int64) []byte {
 	return archive
 }
 
+// exemptsBen is p1 with rep-ben exempted from R7 (the approval above the
+// auto limit), its limits unchanged: a rule that lets refunds through
+// above the bundle's own auto limit.
+func exemptsBen(t *testing.T) []byte {
+	t.Helper()
+	const r7 = "} else := require_approval(\"R7-refund-needs-approval\") if {\n\tnot within_auto_refund\n"
+	fsys, err := bundles.Variant("p1", "p1-ben", func(s string) string {
+		if !strings.Contains(s, r7) {
+			t.Fatal("call.rego has no R7 to edit")
+		}
+		return strings.Replace(s, r7, r7+"\tinput.user.id != \"rep-ben\"\n", 1)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archive
+}
+
+// activate uploads archive as ops-ida and, when it waits for a second
+// operator, has ops-jon approve it.
+func (a agent) activate(query string, archive []byte) {
+	a.t.Helper()
+	code, body := a.send("ops-ida", http.MethodPost, "/v1/bundles"+query, "application/gzip", archive)
+	if code == http.StatusCreated {
+		return
+	}
+	var awaiting struct {
+		Status string `json:"status"`
+		Digest string `json:"digest"`
+	}
+	if err := json.Unmarshal(body, &awaiting); code != http.StatusAccepted || err != nil || awaiting.Status != "awaiting_second_operator" {
+		a.t.Fatalf("uploading a bundle: %d %s", code, body)
+	}
+	if code, body := a.send("ops-jon", http.MethodPost, "/v1/bundles/"+awaiting.Digest+"/approve", "", nil); code != http.StatusCreated {
+		a.t.Fatalf("ops-jon approving %s: %d %s", awaiting.Digest, code, body)
+	}
+}
+
 // A refund that a since-rolled-back bundle allowed within its own auto
 // limit is no finding and no alert: it is judged against the limits of
 // the bundle that decided it, which two operators put in force, not
-// against the limits in force when reconciliation or the monitor runs. A
-// refund that a break-glass release let through above the limit stays a
-// finding and an alert after the same rollback: the gate did not vouch
-// for that bundle's limits. Everything goes through the API, over HTTP.
+// against the limits in force when reconciliation or the monitor runs.
+// After the same rollback, a refund above the deciding bundle's own auto
+// limit (a rule let it through) stays a finding and an alert, and so does
+// one a break-glass release let through: the gate did not vouch for that
+// bundle's limits. Everything goes through the API, over HTTP.
 func TestRefundJudgedByTheBundleThatDecidedIt(t *testing.T) {
 	ctx := context.Background()
 	st := startStack(t, t.TempDir(), nil)
@@ -126,15 +170,13 @@ func TestRefundJudgedByTheBundleThatDecidedIt(t *testing.T) {
 		t.Fatalf("$70.00 under p1 after the rollback: %d %s, want 202 waiting_approval", code, status)
 	}
 
+	// p1-ben exempts rep-ben from R7 at p1's limits: his $80.00 runs with
+	// no approval, above the bundle's own $50.00.
+	a.activate("", exemptsBen(t))
+	a.done("rep-ben", "W-ben", "issue_refund", refundArgs("O-1004", 8000))
+
 	// A break-glass release of p2 lets $120.00 through; back to p1.
-	p2 := loadBundle(t, "p2")
-	code, body = a.send("ops-ida", http.MethodPost, "/v1/bundles?break_glass=true&reason=incident", "application/gzip", p2.Archive())
-	if code != http.StatusAccepted {
-		t.Fatalf("break-glass p2: %d %s", code, body)
-	}
-	if code, body := a.send("ops-jon", http.MethodPost, "/v1/bundles/"+p2.Digest()+"/approve", "", nil); code != http.StatusCreated {
-		t.Fatalf("ops-jon approving the break-glass p2: %d %s", code, body)
-	}
+	a.activate("?break_glass=true&reason=incident", loadBundle(t, "p2").Archive())
 	a.done("rep-ana", "W-p2", "issue_refund", refundArgs("O-1001", 12000))
 	if code, body := a.send("ops-ida", http.MethodPost, "/v1/bundles/"+p1+"/activate", "", nil); code != http.StatusCreated {
 		t.Fatalf("rolling back to p1: %d %s", code, body)
@@ -147,33 +189,34 @@ func TestRefundJudgedByTheBundleThatDecidedIt(t *testing.T) {
 	}
 	t.Logf("reconciliation:\n%s", r.Table())
 	over := r.Findings.RefundOverLimitWithoutApproval
-	if len(over) != 1 || over[0].StepRef != ref("W-p2", 1, "O-1001") {
-		t.Fatalf("refund_over_limit_without_approval %+v, want W-p2/1 only", over)
+	if len(over) != 2 || over[0].StepRef != ref("W-ben", 1, "O-1004") || over[1].StepRef != ref("W-p2", 1, "O-1001") {
+		t.Fatalf("refund_over_limit_without_approval %+v, want W-ben/1 and W-p2/1", over)
 	}
-	if o := over[0]; o.Limit != 5000 || o.Revision != "p2" || o.Note == "" {
+	if o := over[0]; o.Limit != 5000 || o.Revision != "p1-ben" || o.Note != "" {
+		t.Errorf("the W-ben finding %+v: want it held to p1-ben's own $50.00", o)
+	}
+	if o := over[1]; o.Limit != 5000 || o.Revision != "p2" || !strings.Contains(o.Note, "breaking the glass") {
 		t.Errorf("the W-p2 finding %+v: want it held to $50.00, naming p2 and why its own limit was not used", o)
 	}
-	if r.Count(reconcile.Matched) != 2 || r.Unexplained != 1 {
-		t.Errorf("matched %d, unexplained %d; want both refunds matched and one finding", r.Count(reconcile.Matched), r.Unexplained)
+	if r.Count(reconcile.Matched) != 3 || r.Unexplained != 2 {
+		t.Errorf("matched %d, unexplained %d; want the three refunds matched and two findings", r.Count(reconcile.Matched), r.Unexplained)
 	}
 
 	alerts, err := st.Monitor.Check(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var alerted []string
+	alerted := map[string]monitor.Violation{}
 	for _, al := range alerts {
 		if al.Kind != monitor.KindInvariant {
 			continue
 		}
 		for _, v := range al.Steps {
-			alerted = append(alerted, v.Workflow)
-			if v.Limit != 5000 || v.Revision != "p2" || v.Note == "" {
-				t.Errorf("violation %+v: want it held to $50.00, naming p2 and why", v)
-			}
+			alerted[v.Workflow] = v
 		}
 	}
-	if len(alerted) != 1 || alerted[0] != "W-p2" {
-		t.Errorf("the monitor alerted %v, want W-p2 only", alerted)
+	if ben, p2 := alerted["W-ben"], alerted["W-p2"]; len(alerted) != 2 || ben.Limit != 5000 || ben.Revision != "p1-ben" ||
+		p2.Limit != 5000 || p2.Revision != "p2" || !strings.Contains(p2.Note, "breaking the glass") {
+		t.Errorf("the monitor alerted %+v, want W-ben held to p1-ben's $50.00 and W-p2 held to $50.00 for breaking the glass", alerted)
 	}
 }
