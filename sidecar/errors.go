@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // apiError is an answer of the contract's error shape.
@@ -77,6 +78,11 @@ func classify(err error) *apiError {
 		return ae
 	case errors.As(err, &ue):
 		return &apiError{Status: http.StatusUnauthorized, Code: string(ue.Code), Message: ue.Message}
+	case errors.Is(err, mcpfront.ErrForbiddenOrigin):
+		// The detail (which origin) stays in the log: the page that sent
+		// it learns only that it may not call.
+		return newError(http.StatusForbidden, "forbidden_origin",
+			"/mcp does not accept requests from this web page's origin; an operator may allow it with serve --mcp-allowed-origins. Clients that are not browsers send no Origin header")
 	case errors.Is(err, authn.ErrUnauthenticated):
 		return newError(http.StatusUnauthorized, "unauthenticated", "%v", err)
 	case errors.Is(err, strictjson.ErrMalformed):

@@ -34,9 +34,10 @@ func (s *Server) routes() {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
 	e.GET("/openapi.json", s.openapi)
-	// The MCP front (streamable HTTP): the bearer is verified as on /v1.
+	// The MCP front (streamable HTTP): a browser page's Origin is checked
+	// first, then the bearer is verified as on /v1.
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-		e.Add(m, "/mcp", s.serveMCP, s.authenticate)
+		e.Add(m, "/mcp", s.serveMCP, s.checkOrigin, s.authenticate)
 	}
 	e.GET("/", s.index)
 	s.leadPage().Mount(e)
