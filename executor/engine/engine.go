@@ -78,6 +78,12 @@ type Controls struct {
 	// refunds the amount the agent asked for on the order, which nobody
 	// then checks against any line.
 	LinePricing bool
+	// ReferenceKeys has the order system treat a reshipment's reference as
+	// its idempotency key: a request under a reference already shipped
+	// answers that shipment; removed, every accepted request ships. The
+	// receivers enforce it, not the engine: whoever starts them passes it
+	// on (as SingleUseTokens).
+	ReferenceKeys bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -86,7 +92,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
-		Breaker: true, LinePricing: true,
+		Breaker: true, LinePricing: true, ReferenceKeys: true,
 	}
 }
 
