@@ -148,6 +148,20 @@ type Claims struct {
 	Expiry    time.Time
 }
 
+// Unexpired refuses the token (401 token_expired) when it has expired by
+// now. [Verifier.Authenticate] checks exp when the request arrives; a
+// receiver checks it again at the moment it commits what the request asks
+// (see "Expiry at commit" in the package doc), so a request held up on
+// the way, in a queue or a slow transaction, acts only while its token
+// still stands.
+func (c Claims) Unexpired(now time.Time) error {
+	if !now.Before(c.Expiry) {
+		return unauthorized(CodeTokenExpired, fmt.Sprintf("the token expired at %s, before the request could be committed",
+			c.Expiry.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
 // Want is what one request needs from a token: this system, this operation,
 // the binding recomputed from this request, the request's idempotency key
 // and reference (each "" when the request has none) and, for refunds, the

@@ -12,7 +12,10 @@
 // writes only (POST, PUT, PATCH, DELETE), so that a caller can read the
 // order, then send a write that gets no answer in time. They are set from Go ([Injector.Set]), over HTTP
 // (PUT /_sim/faults with the JSON of [Faults]; GET returns the current
-// counters) or by flags of the sim command.
+// counters and, as held, how many requests a delay holds now) or by flags
+// of the sim command. A delayed request is acted on after its delay, and
+// its actor token is checked then (package simserver): a request held past
+// its token's exp is refused, as a real system of record must refuse it.
 package fault
 
 import (
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/executor/sim/simhttp"
@@ -65,6 +69,8 @@ type Injector struct {
 
 	mu sync.Mutex
 	f  Faults
+	// held counts the requests a delay holds now (Held).
+	held atomic.Int64
 }
 
 // ErrInvalid is returned by Set for counters it cannot apply.
@@ -103,6 +109,8 @@ func (i *Injector) Delay(ctx context.Context, write bool) error {
 	if d <= 0 {
 		return nil
 	}
+	i.held.Add(1)
+	defer i.held.Add(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -174,10 +182,22 @@ func DropResponse(w http.ResponseWriter) error {
 	return simhttp.ErrAnswered
 }
 
+// Held is how many requests the delay faults hold at this moment: a test
+// that needs a request to be on its way (sent, not yet acted on) waits for
+// it rather than for a guessed time.
+func (i *Injector) Held() int { return int(i.held.Load()) }
+
+// State is what GET /_sim/faults answers: the counters and how many
+// requests the delays hold now (read only).
+type State struct {
+	Faults
+	Held int `json:"held"`
+}
+
 // Routes serves GET and PUT /_sim/faults on rt.
 func (i *Injector) Routes(rt *simhttp.Router) {
 	rt.Handle(http.MethodGet, "/_sim/faults", func(w http.ResponseWriter, _ *http.Request) error {
-		simhttp.WriteJSON(w, http.StatusOK, i.Get())
+		simhttp.WriteJSON(w, http.StatusOK, State{Faults: i.Get(), Held: i.Held()})
 		return nil
 	})
 	rt.Handle(http.MethodPut, "/_sim/faults", func(w http.ResponseWriter, r *http.Request) error {

@@ -41,6 +41,7 @@ type env struct {
 	noRefKey    bool // the reference no idempotency key
 	iss         *actorchecktest.Issuer
 	srv         *orders.Server
+	clock       *simclock.Clock // the order system's
 	url         string
 	dir         string
 	client      *http.Client
@@ -64,10 +65,11 @@ func startWith(t testing.TB, set func(*env)) *env {
 
 func (e *env) serve(seedOrders []orders.Order) {
 	e.t.Helper()
+	e.clock = simclock.New(t0.Add(time.Second))
 	srv, err := orders.Open(orders.Options{
 		Options: simserver.Options{
 			DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), NoSync: true,
-			Clock:            simclock.New(t0.Add(time.Second)),
+			Clock:            e.clock,
 			AllowTokenReplay: e.allowReplay,
 		},
 		Orders:         seedOrders,
@@ -669,5 +671,52 @@ func TestReferenceIsTheIdempotencyKey(t *testing.T) {
 	}
 	if n := len(removed.shipments("O-1001")); n != 2 {
 		t.Fatalf("key removed: %d shipments, want 2", n)
+	}
+}
+
+// TestTokenCheckedAgainAtCommit: a reship held up by the write delay
+// while its token expires is refused 401 token_expired when it comes to
+// commit, and ships nothing: the receiver checks exp when the effect
+// commits, not only when the request arrived. GET /_sim/faults shows the
+// request held meanwhile, which is what the test waits on.
+func TestTokenCheckedAgainAtCommit(t *testing.T) {
+	e := start(t)
+	if r := e.must("PUT", "/_sim/faults", "", `{"delay_writes_ms":1500}`); r.status != 200 {
+		t.Fatalf("PUT faults: %d %s", r.status, r.body)
+	}
+	answered := make(chan response, 1)
+	go func() {
+		r, err := e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "cs-held"), refBody("cs-held"))
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st struct{ Held int }
+		r := e.must("GET", "/_sim/faults", "", "")
+		if err := json.Unmarshal(r.body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Held == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reship was never held: %s", r.body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.clock.Advance(time.Hour) // the token (exp t0 + 60 s) expires while it waits
+	select {
+	case r := <-answered:
+		if r.status != 401 || r.code(t) != actorcheck.CodeTokenExpired {
+			t.Fatalf("the held reship answered %d %s, want 401 %s", r.status, r.body, actorcheck.CodeTokenExpired)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held reship never answered")
+	}
+	if n := len(e.shipments("O-1001")); n != 0 {
+		t.Fatalf("%d shipments, want none", n)
 	}
 }
