@@ -128,6 +128,9 @@ type Call struct {
 	// FreshKeyPerAttempt sends a new key on every attempt. Only the engine
 	// with its IdempotencyKeys control removed sets it.
 	FreshKeyPerAttempt bool
+	// NotAfter is the step's token deadline: no actor token minted for
+	// the call may expire after it (fence.go).
+	NotAfter time.Time
 }
 
 // Systems is what the engine needs from the systems of record. Errors from

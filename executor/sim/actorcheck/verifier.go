@@ -37,9 +37,10 @@ const (
 	DefaultFetchTimeout = 5 * time.Second
 )
 
-// Lifetime policy. An actor token is minted for one attempt and lives 60 s;
-// a token that claims to live longer, or to have been issued later than
-// now, was not minted by a minter keeping that policy.
+// Lifetime policy. An actor token is minted for one attempt and lives
+// seconds (15 s by default, at most 120 s); a token that claims to live
+// longer, or to have been issued later than now, was not minted by a
+// minter keeping that policy.
 const (
 	// MaxLifetime bounds exp - iat.
 	MaxLifetime = 120 * time.Second
