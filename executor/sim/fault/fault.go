@@ -13,7 +13,9 @@
 // order, then send a write that gets no answer in time. They are set from Go ([Injector.Set]), over HTTP
 // (PUT /_sim/faults with the JSON of [Faults]; GET returns the current
 // counters and, as held, how many requests a delay holds now) or by flags
-// of the sim command. A delayed request is acted on after its delay, and
+// of the sim command. A request keeps the delay it began with when the
+// faults change; POST /_sim/faults/release ([Injector.Release]) ends the
+// delays of the requests held now. A delayed request is acted on after its delay, and
 // its actor token is checked then (package simserver): a request held past
 // its token's exp is refused, as a real system of record must refuse it.
 package fault
@@ -71,6 +73,9 @@ type Injector struct {
 	f  Faults
 	// held counts the requests a delay holds now (Held).
 	held atomic.Int64
+	// release is closed by Release, ending the delays begun before it;
+	// nil until a delay or a Release needs one.
+	release chan struct{}
 }
 
 // ErrInvalid is returned by Set for counters it cannot apply.
@@ -109,6 +114,7 @@ func (i *Injector) Delay(ctx context.Context, write bool) error {
 	if d <= 0 {
 		return nil
 	}
+	released := i.released()
 	i.held.Add(1)
 	defer i.held.Add(-1)
 	t := time.NewTimer(d)
@@ -116,9 +122,35 @@ func (i *Injector) Delay(ctx context.Context, write bool) error {
 	select {
 	case <-t.C:
 		return nil
+	case <-released:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// released is the channel the next Release closes.
+func (i *Injector) released() chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.release == nil {
+		i.release = make(chan struct{})
+	}
+	return i.release
+}
+
+// Release ends the delay of every request held now: they go on at once,
+// as if their delay had run out. A delay still set holds the requests
+// that come after. A test that holds a request to let something happen
+// meanwhile releases it when that has happened, rather than guessing a
+// delay long enough.
+func (i *Injector) Release() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.release != nil {
+		close(i.release)
+	}
+	i.release = make(chan struct{})
 }
 
 // Take consumes one unit of each pending counter for one new write and
@@ -198,6 +230,12 @@ type State struct {
 func (i *Injector) Routes(rt *simhttp.Router) {
 	rt.Handle(http.MethodGet, "/_sim/faults", func(w http.ResponseWriter, _ *http.Request) error {
 		simhttp.WriteJSON(w, http.StatusOK, State{Faults: i.Get(), Held: i.Held()})
+		return nil
+	})
+	rt.Handle(http.MethodPost, "/_sim/faults/release", func(w http.ResponseWriter, _ *http.Request) error {
+		held := i.Held()
+		i.Release()
+		simhttp.WriteJSON(w, http.StatusOK, map[string]int{"released": held})
 		return nil
 	})
 	rt.Handle(http.MethodPut, "/_sim/faults", func(w http.ResponseWriter, r *http.Request) error {

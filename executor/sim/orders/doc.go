@@ -56,7 +56,9 @@
 //	POST /_sim/external-shipments   {"order","by"}: a shipment made outside
 //	                                the sidecar (admin, no token)
 //	GET|PUT /_sim/faults            the fault counters (package fault;
-//	                                wrong_amount does not apply here)
+//	                                wrong_amount does not apply here); GET
+//	                                also says how many requests a delay holds
+//	POST /_sim/faults/release       ends the delays of the requests held now
 //
 // An order carries its lines, {"id","sku","description","unit_amount",
 // "quantity","refunded_quantity"}, which add up to what was paid. The

@@ -678,10 +678,11 @@ func TestReferenceIsTheIdempotencyKey(t *testing.T) {
 // while its token expires is refused 401 token_expired when it comes to
 // commit, and ships nothing: the receiver checks exp when the effect
 // commits, not only when the request arrived. GET /_sim/faults shows the
-// request held meanwhile, which is what the test waits on.
+// request held meanwhile, which is what the test waits on, and POST
+// /_sim/faults/release lets it go.
 func TestTokenCheckedAgainAtCommit(t *testing.T) {
 	e := start(t)
-	if r := e.must("PUT", "/_sim/faults", "", `{"delay_writes_ms":1500}`); r.status != 200 {
+	if r := e.must("PUT", "/_sim/faults", "", `{"delay_writes_ms":60000}`); r.status != 200 {
 		t.Fatalf("PUT faults: %d %s", r.status, r.body)
 	}
 	answered := make(chan response, 1)
@@ -708,6 +709,9 @@ func TestTokenCheckedAgainAtCommit(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	e.clock.Advance(time.Hour) // the token (exp t0 + 60 s) expires while it waits
+	if r := e.must("POST", "/_sim/faults/release", "", ""); r.status != 200 || string(r.body) != `{"released":1}`+"\n" {
+		t.Fatalf("release: %d %s", r.status, r.body)
+	}
 	select {
 	case r := <-answered:
 		if r.status != 401 || r.code(t) != actorcheck.CodeTokenExpired {
