@@ -149,6 +149,13 @@ type Step struct {
 	// allowed: after it no request of the step can land, so a lookup that
 	// finds no effect proves there is none.
 	ResolveAfter time.Time `json:"resolve_after,omitzero"`
+	// ReleaseOnProof marks a started step whose last attempt was answered
+	// without an effect of its own (a 5xx, no connection, or a refusal
+	// while an earlier request could still land): once its effect is
+	// proven absent, its reservation is released and the call decided
+	// again, as that answer alone would have released it before effects
+	// were fenced.
+	ReleaseOnProof bool `json:"release_on_proof,omitempty"`
 }
 
 // Approval is a request for a lead's approval of exactly one call.
