@@ -33,6 +33,7 @@ type serveFlags struct {
 	issuerJWKS    string
 	policyTimeout time.Duration
 	leaseTTL      time.Duration
+	tokenTTL      time.Duration
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
@@ -99,6 +100,9 @@ flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 	cmd.Flags().StringVar(&f.ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
 	cmd.Flags().StringVar(&f.ordersURL, "orders", "", "the order system's base URL (without --dev)")
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().DurationVar(&f.tokenTTL, "dispatch-token-ttl", credential.DefaultTTL,
+		"life of the actor tokens the sidecar mints, whole seconds, at most 120s (the systems of record refuse longer); "+
+			"a step whose effect is not found is sent again only after its tokens have expired, so keep it short (the bundle's token_ttl_seconds may shorten it)")
 	cmd.Flags().DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
 	cmd.Flags().StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
@@ -120,6 +124,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if f.dev && f.keyFile != "" && f.storeURL == "" {
 		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
+	}
+	if err := stack.CheckDispatchTokenTTL(f.tokenTTL); err != nil {
+		return fmt.Errorf("--dispatch-token-ttl: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -174,7 +181,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 		return nil, err
 	}
 	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, b, true
-	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
+	opts.Failpoint, opts.Controls, opts.PolicyTimeout, opts.DispatchTokenTTL = h.failpoint, h.controls, f.policyTimeout, f.tokenTTL
 	st, err := stack.Start(cmd.Context(), opts)
 	if err != nil {
 		return nil, err
@@ -194,6 +201,7 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
 		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
 		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+		DispatchTokenTTL: f.tokenTTL,
 	})
 	if err != nil {
 		return nil, err

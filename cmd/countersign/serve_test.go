@@ -99,3 +99,31 @@ func TestBundleVerificationKeyFlag(t *testing.T) {
 		t.Errorf("--bundle-verification-key-id default: %+v", d)
 	}
 }
+
+// --dispatch-token-ttl defaults to 15 s and is refused, with a reason a
+// person acts on, at zero, past the receivers' 120 s lifetime check, or in
+// fractions of a second, before anything starts.
+func TestDispatchTokenTTLFlag(t *testing.T) {
+	cmd := newServeCmd()
+	f := cmd.Flags().Lookup("dispatch-token-ttl")
+	if f == nil || f.DefValue != "15s" {
+		t.Fatalf("serve --dispatch-token-ttl: %+v, want a flag defaulting to 15s", f)
+	}
+	for _, tc := range []struct{ value, says string }{
+		{"0s", "over zero"},
+		{"-1s", "over zero"},
+		{"121s", "over 2m0s: the systems of record refuse"},
+		{"1500ms", "whole seconds"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cmd := newServeCmd()
+			cmd.SetArgs([]string{"--dev", "--data", t.TempDir(), "--dispatch-token-ttl", tc.value})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), "--dispatch-token-ttl") || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("serve --dispatch-token-ttl %s: %v, want a refusal saying %q", tc.value, err, tc.says)
+			}
+		})
+	}
+}

@@ -89,6 +89,14 @@ type Options struct {
 	// AttemptTimeout bounds each call to a system of record. Default
 	// dispatch.DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// DispatchTokenTTL is the life of the actor tokens the sidecar mints
+	// (exp - iat): a request may land until its token expires, so a step
+	// whose effect is not found is taken as absent only after it (engine
+	// doc, "Effects fenced by time"). Whole seconds, over zero and at most
+	// credential.MaxTTL (120 s, the receivers' lifetime check). The
+	// active bundle's token_ttl_seconds shortens it for its decisions.
+	// Default credential.DefaultTTL (15 s).
+	DispatchTokenTTL time.Duration
 	// DevLogins are the one-click sign-ins of the lead's page (person id
 	// to token): the dev stack's fixture leads. Production sets none.
 	DevLogins map[string]string
@@ -123,8 +131,27 @@ func (o Options) Validate() error {
 	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))
 	}
+	if err := CheckDispatchTokenTTL(o.DispatchTokenTTL); o.DispatchTokenTTL != 0 && err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// CheckDispatchTokenTTL says what is wrong with ttl as the life of the
+// sidecar's actor tokens, or nil: it must be a whole number of seconds,
+// over zero, and no longer than the systems of record accept.
+func CheckDispatchTokenTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("the dispatch token TTL %s must be over zero: an actor token must live long enough to reach its system of record", ttl)
+	case ttl > credential.MaxTTL:
+		return fmt.Errorf("the dispatch token TTL %s is over %s: the systems of record refuse a token that lives longer (401 token_lifetime); "+
+			"keep it short, since a step whose effect is not found waits that long before it is sent again", ttl, credential.MaxTTL)
+	case ttl%time.Second != 0:
+		return fmt.Errorf("the dispatch token TTL %s must be whole seconds: JWT times have one-second resolution", ttl)
 	}
 	return nil
 }
@@ -148,6 +175,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DispatchTokenTTL == 0 {
+		o.DispatchTokenTTL = credential.DefaultTTL
 	}
 	return o
 }
