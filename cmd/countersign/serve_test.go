@@ -127,3 +127,17 @@ func TestDispatchTokenTTLFlag(t *testing.T) {
 		})
 	}
 }
+
+// --receiver-clock-skew defaults to the engine's 5 s and must be over zero.
+func TestReceiverClockSkewFlag(t *testing.T) {
+	cmd := newServeCmd()
+	if f := cmd.Flags().Lookup("receiver-clock-skew"); f == nil || f.DefValue != "5s" {
+		t.Fatalf("serve --receiver-clock-skew: %+v, want a flag defaulting to 5s", f)
+	}
+	cmd.SetArgs([]string{"--dev", "--data", t.TempDir(), "--receiver-clock-skew", "0s"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--receiver-clock-skew 0s must be over zero") {
+		t.Fatalf("serve --receiver-clock-skew 0s: %v", err)
+	}
+}

@@ -79,8 +79,9 @@ type Options struct {
 	PolicyTimeout time.Duration
 	// AttemptTimeout: see stack.Options.
 	AttemptTimeout time.Duration
-	// DispatchTokenTTL: see stack.Options.
-	DispatchTokenTTL time.Duration
+	// DispatchTokenTTL and ReceiverClockSkew: see stack.Options.
+	DispatchTokenTTL  time.Duration
+	ReceiverClockSkew time.Duration
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -184,7 +185,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
-		DispatchTokenTTL: o.DispatchTokenTTL, DevLogins: st.leadTokens(),
+		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew, DevLogins: st.leadTokens(),
 	}
 }
 

@@ -97,6 +97,12 @@ type Options struct {
 	// active bundle's token_ttl_seconds shortens it for its decisions.
 	// Default credential.DefaultTTL (15 s).
 	DispatchTokenTTL time.Duration
+	// ReceiverClockSkew is how far behind this sidecar's clock the systems
+	// of record may read exp (their clock skew plus any leeway they allow
+	// past exp): a token is taken to be able to land until then. A
+	// receiver that accepts tokens some time past exp needs it set at
+	// least that high. Default engine.DefaultReceiverSkew (5 s).
+	ReceiverClockSkew time.Duration
 	// DevLogins are the one-click sign-ins of the lead's page (person id
 	// to token): the dev stack's fixture leads. Production sets none.
 	DevLogins map[string]string
@@ -133,6 +139,9 @@ func (o Options) Validate() error {
 	}
 	if err := CheckDispatchTokenTTL(o.DispatchTokenTTL); o.DispatchTokenTTL != 0 && err != nil {
 		errs = append(errs, err)
+	}
+	if o.ReceiverClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("ReceiverClockSkew %s must not be negative", o.ReceiverClockSkew))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))

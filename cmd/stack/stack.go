@@ -227,7 +227,7 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 	opts := engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
-		TokenTTL: o.DispatchTokenTTL,
+		TokenTTL: o.DispatchTokenTTL, ReceiverSkew: o.ReceiverClockSkew,
 	}
 	if o.StoreURL != "" {
 		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll
