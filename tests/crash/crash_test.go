@@ -155,11 +155,20 @@ func crashMatrix(t *testing.T, bin string, b backend) {
 		b.name, time.Since(began).Round(100*time.Millisecond), out.String())
 }
 
+// fence are every process's token flags: short, so that a reshipment the
+// crash left started with no shipment, which may not be sent again while
+// a request under one of its tokens could still land, waits seconds.
+var fence = []string{"--dispatch-token-ttl", "2s", "--receiver-clock-skew", "1s"}
+
 // crashAndResume runs one cell, both processes with the serve flags store,
 // and returns the number of effects the step left in its system of record.
+// The restarted process resumes until the step is done: a reshipment the
+// crash left started with no shipment waits for its tokens to expire
+// (resolve_after) before it is sent again.
 func crashAndResume(t *testing.T, bin string, store []string, s step, point, removed string) int {
 	dir := t.TempDir()
 	env := []string{"COUNTERSIGN_REMOVE_CONTROLS=" + removed}
+	store = append(append([]string(nil), store...), fence...)
 
 	first := start(t, bin, dir, store, append(env, "COUNTERSIGN_FAILPOINT="+point))
 	before := first.effects(t, s.name)
@@ -179,9 +188,19 @@ func crashAndResume(t *testing.T, bin string, store []string, s step, point, rem
 	second := start(t, bin, dir, store, env) // start-up resumes the workflow
 	var wf struct {
 		Status string
-		Steps  []struct{ Status, Note string }
+		Steps  []struct {
+			Status, Note string
+			ResolveAfter string `json:"resolve_after"`
+		}
 	}
-	second.call(t, http.MethodPost, "/v1/workflows/"+workflowID+"/resume", "", http.StatusOK, &wf)
+	deadline := time.Now().Add(exitDeadline)
+	for {
+		second.call(t, http.MethodPost, "/v1/workflows/"+workflowID+"/resume", "", http.StatusOK, &wf)
+		if len(wf.Steps) != 1 || wf.Steps[0].Status != "started" || wf.Steps[0].ResolveAfter == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollEvery) // until resolve_after passes: a poll, not an assertion
+	}
 	if len(wf.Steps) != 1 || wf.Steps[0].Status != "done" {
 		t.Errorf("after resume the workflow is %s with steps %+v, want its one step done", wf.Status, wf.Steps)
 	}
