@@ -66,7 +66,7 @@ func Checks() []Check {
 		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
 		{Test: "agent version keeps proposing bad refunds", Removes: []Control{Breaker}, Run: failingAgent},
 		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
-		{Test: "paused holder's refund lands after the survivor's 503", Removes: []Control{EffectFence}, Run: pausedHolderRefund},
+		{Test: "paused holder's refund, survivor's 503", Removes: []Control{EffectFence}, Run: pausedHolderRefund},
 		{Test: "paused holder writes after the takeover", Removes: []Control{LeaseFencing}, Run: pausedHolderLateWrite},
 	}
 }
