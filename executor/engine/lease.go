@@ -180,16 +180,26 @@ func (e *Engine) heldElsewhere(tx *store.Tx, wf string) (store.Lease, error) {
 	if e.leases == nil {
 		return store.Lease{}, nil
 	}
-	l, err := tx.Lease(wf)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.Lease{}, nil
-	case err != nil:
+	l, err := currentLease(tx, wf)
+	if err != nil || !e.liveElsewhere(l) {
 		return store.Lease{}, err
-	case l.Parked() || l.Holder == e.leases.Holder || !e.clock.Now().Before(l.Expires):
-		return store.Lease{}, nil
 	}
 	return l, nil
+}
+
+// currentLease is wf's lease, or the zero Lease when it has none.
+func currentLease(tx *store.Tx, wf string) (store.Lease, error) {
+	l, err := tx.Lease(wf)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Lease{}, nil
+	}
+	return l, err
+}
+
+// liveElsewhere reports whether l is held by another sidecar and has not
+// expired.
+func (e *Engine) liveElsewhere(l store.Lease) bool {
+	return l.Workflow != "" && !l.Parked() && l.Holder != e.leases.Holder && e.clock.Now().Before(l.Expires)
 }
 
 // takeLease takes wf's lease when it is free, expired, parked or this
@@ -203,13 +213,16 @@ func (e *Engine) takeLease(ctx context.Context, wf string) (taking, error) {
 		var held store.Lease
 		var tk taking
 		err := e.db.Update(func(tx *store.Tx) error {
-			tk = taking{token: token}
-			var err error
-			if held, err = e.heldElsewhere(tx, wf); err != nil || held.Holder != "" {
+			tk, held = taking{token: token}, store.Lease{}
+			cur, err := currentLease(tx, wf)
+			switch {
+			case err != nil:
 				return err
-			}
-			if old, err := tx.Lease(wf); err == nil && old.Parked() {
-				tk.parked = old.Expires
+			case e.liveElsewhere(cur):
+				held = cur
+				return nil
+			case cur.Parked():
+				tk.parked = cur.Expires
 			}
 			if tk.fence, err = tx.NextFence(); err != nil {
 				return err
