@@ -936,7 +936,11 @@ func (e *Engine) recordLater(s store.Step) {
 	go func() {
 		err := <-committed
 		close(durable)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrFenced):
+			_ = e.fencedOff(s.Workflow, err) // the sidecar that took it over resolves it
+			return
+		case err != nil:
 			e.log.Error("the record of a done step did not commit; resume resolves it", "workflow", s.Workflow, "step", s.N, "err", err)
 			return
 		}
