@@ -115,18 +115,26 @@ func TestBoundsWiderThanTheBundleAre422(t *testing.T) {
 }
 
 // A refund whose ledger is down is tried at most max_attempts times (10
-// by default): each resume dispatches it again until the bound, and the
-// next resume denies it B4 with nothing paid.
+// by default): each 503 keeps the refund's reservation, the step started
+// with its resolve_after; each resume after that proves it absent (no
+// entry under its key), releases it and dispatches it again, until the
+// bound, and the next resume denies it B4 with nothing paid. A resume
+// before resolve_after sends nothing.
 func TestBoundsAttemptsOverHTTP(t *testing.T) {
-	e := start(t, devstack.Options{})
+	clock := newManualClock()
+	e := start(t, devstack.Options{Clock: clock})
 	e.openBounded(t, "W-attempts", nil)
 	faults := e.st.Endpoints.Ledger + "/_sim/faults"
 	e.sim(t, http.MethodPut, faults, map[string]int{"unavailable": 1000}, http.StatusOK)
 	r, _ := e.propose(t, "rep-ana", "W-attempts", "issue_refund", refund("O-1001", 3000))
 	r.want(t, http.StatusServiceUnavailable, "system_unavailable")
-	var w workflow
+	w := e.resume(t, "rep-ana", "W-attempts")
+	if s := w.Steps[0]; s.Status != "started" || s.ResolveAfter == nil || !s.ResolveAfter.After(clock.Now()) {
+		t.Fatalf("after the 503: step %s, resolve_after %v; want started, resolvable later", s.Status, s.ResolveAfter)
+	}
 	for range 20 {
-		if w = e.resume(t, "rep-ana", "W-attempts"); w.Steps[0].Status != "pending" {
+		clock.Set(*w.Steps[0].ResolveAfter)
+		if w = e.resume(t, "rep-ana", "W-attempts"); w.Steps[0].Status != "started" {
 			break
 		}
 	}

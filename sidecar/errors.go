@@ -111,6 +111,9 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, "not_compensable", "%v", err)
 	case errors.Is(err, engine.ErrNotPending):
 		return newError(http.StatusConflict, "not_pending", "%v", err)
+	case errors.Is(err, engine.ErrFenced):
+		return newError(http.StatusConflict, "workflow_taken_over",
+			"another sidecar took this workflow over while this one was held up, so nothing more was recorded here; read the workflow again")
 	case errors.As(err, &ge):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "gate_failed",
 			Message:  "the candidate bundle failed the gate; the active bundle is unchanged",

@@ -180,8 +180,9 @@ type step struct {
 		Summary string    `json:"summary"`
 		Expires time.Time `json:"expires"`
 	} `json:"approval"`
-	Result      json.RawMessage `json:"result"`
-	DuplicateOf int             `json:"duplicate_of"`
+	Result       json.RawMessage `json:"result"`
+	DuplicateOf  int             `json:"duplicate_of"`
+	ResolveAfter *time.Time      `json:"resolve_after"`
 }
 
 type approval struct {

@@ -50,6 +50,9 @@ type stepView struct {
 	Result      json.RawMessage   `json:"result,omitempty"`
 	Note        string            `json:"note,omitempty"`
 	DuplicateOf int               `json:"duplicate_of,omitempty"`
+	// ResolveAfter is shown on a step whose effect may still land
+	// (started or unknown): the engine resolves it after then.
+	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
 }
 
 // deniedStepView is a denied step with the error that says why.
@@ -192,6 +195,10 @@ func newStepView(st store.Step, a *store.Approval) stepView {
 		Result: st.Result, Note: st.Note, DuplicateOf: st.DuplicateOf}
 	if a != nil {
 		v.Approval = &stepApprovalView{ID: a.ID, Status: a.Status, Summary: a.Summary, Expires: a.Expires}
+	}
+	if (st.Status == store.StepStarted || st.Status == store.StepUnknown) && !st.ResolveAfter.IsZero() {
+		at := st.ResolveAfter.UTC()
+		v.ResolveAfter = &at
 	}
 	return v
 }

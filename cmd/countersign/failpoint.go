@@ -77,6 +77,7 @@ func removedControls(log *slog.Logger) (*engine.Controls, error) {
 		"strict_schema":             &c.StrictSchema,
 		"downstream_ceiling":        &c.DownstreamCeiling,
 		"check_switch_at_execution": &c.CheckSwitchAtExecution,
+		"reference_keys":            &c.ReferenceKeys,
 	}
 	var removed, unknown []string
 	for name := range strings.SplitSeq(list, ",") {

@@ -34,6 +34,8 @@ type serveFlags struct {
 	issuerJWKS    string
 	policyTimeout time.Duration
 	leaseTTL      time.Duration
+	tokenTTL      time.Duration
+	skew          time.Duration
 	// verificationKey and verificationKeyID require signed bundles.
 	verificationKey   string
 	verificationKeyID string
@@ -108,6 +110,12 @@ not concerned.`,
 	cmd.Flags().StringVar(&f.ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
 	cmd.Flags().StringVar(&f.ordersURL, "orders", "", "the order system's base URL (without --dev)")
 	cmd.Flags().StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().DurationVar(&f.tokenTTL, "dispatch-token-ttl", credential.DefaultTTL,
+		"life of the actor tokens the sidecar mints, whole seconds, at most 120s (the systems of record refuse longer); "+
+			"a step whose effect is not found is sent again only after its tokens have expired, so keep it short (the bundle's token_ttl_seconds may shorten it)")
+	cmd.Flags().DurationVar(&f.skew, "receiver-clock-skew", engine.DefaultReceiverSkew,
+		"how far past a token's exp the systems of record may still accept it (their clock skew, plus any leeway they allow); "+
+			"a step whose effect is not found is sent again only after its tokens' exp plus this")
 	cmd.Flags().DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
 	cmd.Flags().StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
 	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
@@ -134,6 +142,12 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
 		return fmt.Errorf("--mcp-allowed-origins: %w", err)
+	}
+	if err := stack.CheckDispatchTokenTTL(f.tokenTTL); err != nil {
+		return fmt.Errorf("--dispatch-token-ttl: %w", err)
+	}
+	if f.skew <= 0 {
+		return fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -189,6 +203,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 	}
 	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, b, true
 	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
+	opts.DispatchTokenTTL, opts.ReceiverClockSkew = f.tokenTTL, f.skew
 	st, err := stack.Start(cmd.Context(), opts)
 	if err != nil {
 		return nil, err
@@ -209,6 +224,7 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
 		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
 		MCPAllowedOrigins: f.mcpOrigins,
+		DispatchTokenTTL:  f.tokenTTL, ReceiverClockSkew: f.skew,
 	})
 	if err != nil {
 		return nil, err

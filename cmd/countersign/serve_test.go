@@ -129,3 +129,45 @@ func TestMCPAllowedOriginsFlag(t *testing.T) {
 		}
 	}
 }
+
+// --dispatch-token-ttl defaults to 15 s and is refused, with a reason a
+// person acts on, at zero, past the receivers' 120 s lifetime check, or in
+// fractions of a second, before anything starts.
+func TestDispatchTokenTTLFlag(t *testing.T) {
+	cmd := newServeCmd()
+	f := cmd.Flags().Lookup("dispatch-token-ttl")
+	if f == nil || f.DefValue != "15s" {
+		t.Fatalf("serve --dispatch-token-ttl: %+v, want a flag defaulting to 15s", f)
+	}
+	for _, tc := range []struct{ value, says string }{
+		{"0s", "over zero"},
+		{"-1s", "over zero"},
+		{"121s", "over 2m0s: the systems of record refuse"},
+		{"1500ms", "whole seconds"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cmd := newServeCmd()
+			cmd.SetArgs([]string{"--dev", "--data", t.TempDir(), "--dispatch-token-ttl", tc.value})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), "--dispatch-token-ttl") || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("serve --dispatch-token-ttl %s: %v, want a refusal saying %q", tc.value, err, tc.says)
+			}
+		})
+	}
+}
+
+// --receiver-clock-skew defaults to the engine's 5 s and must be over zero.
+func TestReceiverClockSkewFlag(t *testing.T) {
+	cmd := newServeCmd()
+	if f := cmd.Flags().Lookup("receiver-clock-skew"); f == nil || f.DefValue != "5s" {
+		t.Fatalf("serve --receiver-clock-skew: %+v, want a flag defaulting to 5s", f)
+	}
+	cmd.SetArgs([]string{"--dev", "--data", t.TempDir(), "--receiver-clock-skew", "0s"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--receiver-clock-skew 0s must be over zero") {
+		t.Fatalf("serve --receiver-clock-skew 0s: %v", err)
+	}
+}

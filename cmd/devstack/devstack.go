@@ -81,6 +81,9 @@ type Options struct {
 	AttemptTimeout time.Duration
 	// MCPAllowedOrigins: see stack.Options. Default none, as in production.
 	MCPAllowedOrigins []string
+	// DispatchTokenTTL and ReceiverClockSkew: see stack.Options.
+	DispatchTokenTTL  time.Duration
+	ReceiverClockSkew time.Duration
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -185,6 +188,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
 		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins,
+		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 	}
 }
 
@@ -218,13 +222,15 @@ func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
 	// fetch it at once for a kid newer than their copy, so a raised epoch
 	// refuses the tokens minted before it within 1 s (TestRaisedEpochBites)
 	// without a JWKS fetch on every request. The single-use check of actor
-	// tokens is theirs; only a test removing it turns it off.
+	// tokens is theirs, and so is the order system's reference key; only a
+	// test removing one turns it off.
 	sim := func(dir string) simserver.Options {
 		return simserver.Options{DataDir: filepath.Join(o.DataDir, dir), JWKSURL: jwksURL, JWKSMaxAge: actorcheck.DefaultMaxAge,
 			Clock: o.Clock, Logger: o.Logger, AllowTokenReplay: o.Controls != nil && !o.Controls.SingleUseTokens}
 	}
 	// The order system first: the ledger books line-item refunds there.
-	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders()}); err != nil {
+	noRefKey := o.Controls != nil && !o.Controls.ReferenceKeys
+	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders(), NoReferenceKey: noRefKey}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)

@@ -90,6 +90,20 @@ type Options struct {
 	// AttemptTimeout bounds each call to a system of record. Default
 	// dispatch.DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// DispatchTokenTTL is the life of the actor tokens the sidecar mints
+	// (exp - iat): a request may land until its token expires, so a step
+	// whose effect is not found is taken as absent only after it (engine
+	// doc, "Effects fenced by time"). Whole seconds, over zero and at most
+	// credential.MaxTTL (120 s, the receivers' lifetime check). The
+	// active bundle's token_ttl_seconds shortens it for its decisions.
+	// Default credential.DefaultTTL (15 s).
+	DispatchTokenTTL time.Duration
+	// ReceiverClockSkew is how far behind this sidecar's clock the systems
+	// of record may read exp (their clock skew plus any leeway they allow
+	// past exp): a token is taken to be able to land until then. A
+	// receiver that accepts tokens some time past exp needs it set at
+	// least that high. Default engine.DefaultReceiverSkew (5 s).
+	ReceiverClockSkew time.Duration
 	// DevLogins are the one-click sign-ins of the lead's page (person id
 	// to token): the dev stack's fixture leads. Production sets none.
 	DevLogins map[string]string
@@ -133,8 +147,30 @@ func (o Options) Validate() error {
 	if _, err := mcpfront.ParseOrigins(o.MCPAllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("MCPAllowedOrigins: %w", err))
 	}
+	if err := CheckDispatchTokenTTL(o.DispatchTokenTTL); o.DispatchTokenTTL != 0 && err != nil {
+		errs = append(errs, err)
+	}
+	if o.ReceiverClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("ReceiverClockSkew %s must not be negative", o.ReceiverClockSkew))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// CheckDispatchTokenTTL says what is wrong with ttl as the life of the
+// sidecar's actor tokens, or nil: it must be a whole number of seconds,
+// over zero, and no longer than the systems of record accept.
+func CheckDispatchTokenTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("the dispatch token TTL %s must be over zero: an actor token must live long enough to reach its system of record", ttl)
+	case ttl > credential.MaxTTL:
+		return fmt.Errorf("the dispatch token TTL %s is over %s: the systems of record refuse a token that lives longer (401 token_lifetime); "+
+			"keep it short, since a step whose effect is not found waits that long before it is sent again", ttl, credential.MaxTTL)
+	case ttl%time.Second != 0:
+		return fmt.Errorf("the dispatch token TTL %s must be whole seconds: JWT times have one-second resolution", ttl)
 	}
 	return nil
 }
@@ -158,6 +194,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DispatchTokenTTL == 0 {
+		o.DispatchTokenTTL = credential.DefaultTTL
 	}
 	return o
 }

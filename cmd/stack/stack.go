@@ -137,7 +137,7 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 // shared, so that every sidecar of the fleet mints with the same key, and
 // in DataDir/keys otherwise.
 func (st *Stack) openAuthority(o Options) (*credential.Authority, error) {
-	co := credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger}
+	co := credential.Options{Dir: o.DataDir, Clock: o.Clock, Logger: o.Logger, TTL: o.DispatchTokenTTL}
 	switch {
 	case st.Store.Shared():
 		co.Store, co.KeyEncryptionKey = st.Store, o.KeyEncryptionKey
@@ -232,6 +232,7 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 	opts := engine.Options{
 		Store: st.Store, Policy: st.Policy, Systems: st.Systems, Clock: o.Clock, Logger: o.Logger,
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
+		TokenTTL: o.DispatchTokenTTL, ReceiverSkew: o.ReceiverClockSkew,
 	}
 	if o.StoreURL != "" {
 		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll

@@ -25,8 +25,15 @@ import (
 // Issuer is the iss claim of every actor token.
 const Issuer = "countersign"
 
-// DefaultTTL is the lifetime of an actor token when Options.TTL is zero.
-const DefaultTTL = 60 * time.Second
+// DefaultTTL is the lifetime of an actor token when Options.TTL is zero:
+// short, because a request may land until its token expires, and the
+// engine concludes that a step's effect is absent only after every token
+// minted for it has expired (engine doc, "Effects fenced by time").
+const DefaultTTL = 15 * time.Second
+
+// MaxTTL is the longest lifetime the systems of record accept: they refuse
+// a token whose exp - iat is over 120 s (401 token_lifetime).
+const MaxTTL = 120 * time.Second
 
 // Options configure an Authority.
 type Options struct {
@@ -45,8 +52,9 @@ type Options struct {
 	// Clock tells the time for iat and exp. Nil means the wall clock.
 	Clock clock.Clock
 
-	// TTL is the lifetime of a token (exp - iat), in whole seconds.
-	// Default DefaultTTL (60 s).
+	// TTL is the lifetime of a token (exp - iat), in whole seconds, at
+	// most MaxTTL. Default DefaultTTL (15 s). A token minted with
+	// Claims.NotAfter may live less.
 	TTL time.Duration
 
 	// Logger receives key loads, creations and raises. Default: discard.
@@ -63,8 +71,8 @@ func (o *Options) validate() error {
 	case o.Store == nil && o.KeyEncryptionKey != nil:
 		errs = append(errs, errors.New("option KeyEncryptionKey seals keys kept in Store: set Store too, or leave both unset to keep the keys under Dir/keys"))
 	}
-	if o.TTL < 0 || o.TTL%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("TTL %s must be a positive whole number of seconds (JWT times have one-second resolution)", o.TTL))
+	if o.TTL < 0 || o.TTL%time.Second != 0 || o.TTL > MaxTTL {
+		errs = append(errs, fmt.Errorf("TTL %s must be a positive whole number of seconds (JWT times have one-second resolution), at most %s (the systems of record refuse longer-lived tokens)", o.TTL, MaxTTL))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
@@ -249,16 +257,25 @@ type actor struct {
 
 // Mint returns a signed actor token (JWS compact) for one dispatch attempt,
 // with the current epoch's key. Every attempt needs its own token: jti is
-// fresh each time.
+// fresh each time. Its exp is iat + TTL, or c.NotAfter rounded down to the
+// second when that is earlier; a NotAfter that leaves no whole second is
+// ErrDeadlinePassed, and nothing is minted.
 func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
+	}
+	iat := a.clock.Now().Unix()
+	exp := iat + a.ttl
+	if !c.NotAfter.IsZero() {
+		if exp = min(exp, c.NotAfter.Unix()); exp <= iat {
+			return "", fmt.Errorf("%w: the deadline %s leaves no token life at %s", ErrDeadlinePassed,
+				c.NotAfter.UTC().Format(time.RFC3339), time.Unix(iat, 0).UTC().Format(time.RFC3339))
+		}
 	}
 	s, err := a.current(ctx)
 	if err != nil {
 		return "", err
 	}
-	iat := a.clock.Now().Unix()
 	body, err := json.Marshal(payload{
 		Iss:   Issuer,
 		Sub:   c.Subject,
@@ -273,7 +290,7 @@ func (a *Authority) Mint(ctx context.Context, c Claims) (string, error) {
 		Qty:   c.Quantity,
 		JTI:   rand.Text(),
 		IAT:   iat,
-		Exp:   iat + a.ttl,
+		Exp:   exp,
 		Epoch: s.epoch,
 	})
 	if err != nil {

@@ -106,7 +106,7 @@ func TestMintClaimsRoundTrip(t *testing.T) {
 		"max":   json.Number("50000"),
 		"call":  c.Call,
 		"iat":   json.Number("1793613600"),
-		"exp":   json.Number("1793613660"),
+		"exp":   json.Number("1793613615"), // iat + the default TTL, 15 s
 		"epoch": json.Number("1"),
 	}
 	for k, w := range want {
@@ -172,7 +172,7 @@ func TestExpIsIatPlusTTL(t *testing.T) {
 		ttl  time.Duration
 		want int64
 	}{
-		{"default", 0, 60},
+		{"default", 0, 15},
 		{"two minutes", 2 * time.Minute, 120},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -448,6 +448,7 @@ func TestOpenOptions(t *testing.T) {
 		{"no dir", credential.Options{}},
 		{"negative ttl", credential.Options{Dir: t.TempDir(), TTL: -time.Second}},
 		{"fractional ttl", credential.Options{Dir: t.TempDir(), TTL: 1500 * time.Millisecond}},
+		{"ttl over what receivers accept", credential.Options{Dir: t.TempDir(), TTL: credential.MaxTTL + time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := credential.Open(tc.opts); !errors.Is(err, credential.ErrInvalidOptions) {
@@ -546,6 +547,51 @@ func TestMintKeyAndReference(t *testing.T) {
 				if present != (want != "") || (present && v != want) {
 					t.Errorf("claim %s = %v (present %v), want %q", claim, v, present, want)
 				}
+			}
+		})
+	}
+}
+
+// TestNotAfterBoundsExp: a token minted with NotAfter (the step's token
+// deadline) expires at it, rounded down to the second, when that comes
+// before iat + TTL; one whose deadline leaves no whole second is not
+// minted at all.
+func TestNotAfterBoundsExp(t *testing.T) {
+	a, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: simclock.New(t0), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		notAfter time.Time
+		exp      int64 // 0: refused
+	}{
+		{"none: iat + TTL", time.Time{}, t0.Unix() + 60},
+		{"later than iat + TTL: iat + TTL", t0.Add(time.Hour), t0.Unix() + 60},
+		{"earlier: the deadline", t0.Add(10 * time.Second), t0.Unix() + 10},
+		{"a fraction of a second: rounded down", t0.Add(2500 * time.Millisecond), t0.Unix() + 2},
+		{"less than a second away: refused", t0.Add(900 * time.Millisecond), 0},
+		{"passed: refused", t0.Add(-time.Second), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := refundClaims()
+			c.NotAfter = tc.notAfter
+			tok, err := a.Mint(context.Background(), c)
+			if tc.exp == 0 {
+				if !errors.Is(err, credential.ErrDeadlinePassed) {
+					t.Fatalf("Mint = %q, %v; want ErrDeadlinePassed", tok, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p struct{ IAT, Exp int64 }
+			if err := json.Unmarshal(segment(t, tok, 1), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Exp != tc.exp {
+				t.Errorf("exp = %d, want %d", p.Exp, tc.exp)
 			}
 		})
 	}

@@ -1,6 +1,10 @@
 package credential
 
-import "github.com/countersign/countersign/executor/money"
+import (
+	"time"
+
+	"github.com/countersign/countersign/executor/money"
+)
 
 // Claims are what the engine asks to be minted for one dispatch attempt.
 // The Authority adds iss, jti, iat, exp, epoch and the kid.
@@ -25,4 +29,9 @@ type Claims struct {
 	// the order's line.
 	Line     string
 	Quantity int64
+	// NotAfter, when set, bounds the token's exp (rounded down to the
+	// second): the engine passes the step's token deadline, the time
+	// before which every token minted for the step has expired, so that a
+	// step whose effect is not found after it is known to be absent.
+	NotAfter time.Time
 }

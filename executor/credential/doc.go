@@ -17,7 +17,8 @@
 //	max     the representative's refund ceiling, integer cents
 //	call    tool.CallHash of the exact call   (the receiver recomputes it)
 //	jti     random and unique
-//	iat     now;  exp = iat + TTL (60 s by default)
+//	iat     now;  exp = iat + TTL (15 s by default, at most 120 s), or
+//	        earlier: the step's token deadline (Claims.NotAfter)
 //	epoch   N, the same N as in the kid
 //
 // A receiver that checks signature, exp, aud, scope, amount <= max and the

@@ -33,6 +33,12 @@ var (
 	// were sealed with. The message says which and what to do; a sidecar
 	// must not start without the right one.
 	ErrKeyEncryptionKey = errors.New("credential: key-encryption key")
+
+	// ErrDeadlinePassed means Mint was asked for a token whose NotAfter
+	// leaves it no life: the step's token deadline has passed. Nothing
+	// was minted and nothing may be sent; the engine extends the deadline
+	// durably before it asks again.
+	ErrDeadlinePassed = errors.New("credential: token deadline passed")
 )
 
 // ClaimError reports which claim made Mint refuse. It matches

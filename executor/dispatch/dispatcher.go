@@ -134,6 +134,11 @@ type Call struct {
 	// FreshKeyPerAttempt: see Options.FreshKeyPerAttempt (either turns it
 	// on). Only the tests that remove the idempotency control set it.
 	FreshKeyPerAttempt bool
+	// NotAfter, when set, bounds the exp of every token the call's
+	// attempts carry (credential.Claims.NotAfter): the step's token
+	// deadline. An attempt that would need a token past it is not sent
+	// (a *Transient: nothing happened).
+	NotAfter time.Time
 }
 
 // Result is what a dispatched call produced: one of Entry, Shipment or
@@ -284,7 +289,7 @@ func (d *Dispatcher) claims(c Call, binding string) credential.Claims {
 	if spec, ok := tool.Lookup(c.Tool); ok {
 		aud, scope = spec.Audience, spec.Scope
 	}
-	return credential.Claims{Subject: c.Rep, Agent: d.agent, Audience: aud, Scope: scope, Max: c.Max, Call: binding}
+	return credential.Claims{Subject: c.Rep, Agent: d.agent, Audience: aud, Scope: scope, Max: c.Max, Call: binding, NotAfter: c.NotAfter}
 }
 
 // attempt mints a fresh token and makes one bounded request with it.

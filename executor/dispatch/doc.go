@@ -6,7 +6,10 @@
 //
 // Every attempt carries its own actor token, minted just before it is sent
 // (a [Minter]; in production the credential Authority), so a retry never
-// reuses a token and a raised epoch applies to the very next attempt.
+// reuses a token and a raised epoch applies to the very next attempt. No
+// token outlives the call's NotAfter (the step's token deadline, which the
+// engine records before it dispatches): the engine knows when the last
+// request it may have sent can no longer land.
 //
 //   - Ledger calls (refunds, reversals) send the caller's stable
 //     Idempotency-Key. When the answer is lost (the request went out and no

@@ -143,9 +143,10 @@ func (o *Orders) Order(ctx context.Context, id, token string) (Order, error) {
 	return ord, err
 }
 
-// Reship asks for a new shipment of an order under a reference, with an
-// actor token bound to reship_order {order} and to the reference. There is
-// no key: every accepted call ships.
+// Reship asks for a shipment of an order under a reference, with an actor
+// token bound to reship_order {order} and to the reference. The reference
+// is the order system's idempotency key: a repeated request answers the
+// shipment the first one made.
 func (o *Orders) Reship(ctx context.Context, id, reference, token string) (Shipment, error) {
 	var sh Shipment
 	body := struct {

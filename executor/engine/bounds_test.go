@@ -130,7 +130,10 @@ func TestEngineNarrowingWiderThanTheBundleIsRefused(t *testing.T) {
 }
 
 // A step whose dispatch keeps failing is tried at most max_attempts
-// times: the next resume denies it under B4.
+// times: the next resume denies it under B4. Each failure (the ledger
+// unavailable) keeps the reservation until the step's tokens have expired,
+// so each resume comes after that: it proves the refund absent, releases
+// it and decides it again, which counts an attempt.
 func TestEngineAttemptsAreBounded(t *testing.T) {
 	h := newHarness(t, engine.DefaultControls())
 	ctx := context.Background()
@@ -142,10 +145,12 @@ func TestEngineAttemptsAreBounded(t *testing.T) {
 		t.Fatalf("attempt 1: %v, want ErrUnavailable", err)
 	}
 	for i := 2; i <= policy.DefaultBounds.MaxAttempts; i++ {
+		h.clock.Advance(time.Minute) // past the step's resolve_after
 		if _, err := h.eng.Resume(ctx, person("rep-ana"), "A"); !errors.Is(err, engine.ErrUnavailable) {
 			t.Fatalf("attempt %d: %v, want ErrUnavailable", i, err)
 		}
 	}
+	h.clock.Advance(time.Minute)
 	snap, err := h.eng.Resume(ctx, person("rep-ana"), "A")
 	if err != nil {
 		t.Fatal(err)

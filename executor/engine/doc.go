@@ -24,8 +24,10 @@
 //     baseline. bbolt has one writer, so two concurrent calls cannot both
 //     spend the same headroom.
 //  5. Dispatch: the tool's switch was read inside that transaction, at the
-//     moment of effect. A fresh actor token is minted per attempt; the
-//     ledger gets the stable idempotency key.
+//     moment of effect, which also recorded the step's token deadline. A
+//     fresh actor token is minted per attempt, never expiring after that
+//     deadline; the ledger gets the stable idempotency key, the order
+//     system the step's reference.
 //  6. Record: done with the result, denied when the system of record
 //     refused, unknown when the outcome could not be seen. A done step
 //     that resume would find done again by itself (write-ahead on, and a
@@ -37,8 +39,43 @@
 // refund is dispatched again with the same key (the ledger replays), and a
 // started or unknown reshipment is resolved by its reference in the order
 // system (or, with that control removed, by comparing the order's shipment
-// count with the baseline taken before the call). So an answer the agent
-// has seen, done or waiting for approval, is true after a crash.
+// count with the baseline taken before the call), found at once, absent
+// only once no request of it can land (below). So an answer the agent has
+// seen, done or waiting for approval, is true after a crash.
+//
+// # Effects fenced by time
+//
+// A request can land until its actor token expires, and a sidecar that
+// sent one may be held up (paused, partitioned) long after it lost its
+// lease. So "not found" is taken to mean "never sent" only once no
+// request that could carry the effect can land any more (fence.go, the
+// EffectFence control):
+//
+//   - The write-ahead transaction that marks a step started records its
+//     token deadline, a dispatch TTL ahead (Options.TokenTTL, 15 s by
+//     default, or the bundle's token_ttl_seconds when shorter): no round
+//     trip is added. The dispatcher mints no token that expires after it
+//     (Call.NotAfter). An attempt that needs a later deadline (a retry, a
+//     resume, a takeover) first extends it durably; it never moves back.
+//   - The step's resolve time (store.Step.ResolveAfter, resolve_after in
+//     the API) is that deadline plus the clock skew the receivers are
+//     allowed (Options.ReceiverSkew, 5 s). The receivers check exp when the
+//     effect commits, so after it no request of the step can land.
+//   - Until then the step stays started (or unknown) and keeps its
+//     reservation. A reshipment not found waits; a refund is sent again
+//     only under its idempotency key; a 5xx, a timeout, or the refusal of
+//     a later attempt releases nothing.
+//   - After it a resume, or on a fleet the sweeper (the workflow's lease is
+//     parked until then), looks the effect up: found, the step is done;
+//     not found, it is proven absent, and the call is sent again with a
+//     fresh token (a step whose last attempt did nothing, a 5xx say, is
+//     released and decided again first, as that answer alone released it
+//     before).
+//
+// A reshipment left unknown by a lost answer is so resolved without a
+// person once its tokens have expired. Removing the control restores the
+// second wave: absent on lookup is taken at once, and a 5xx releases the
+// reservation.
 
 // # Whose delegation
 //
@@ -122,14 +159,28 @@
 // workflow's lease in the store (holder: the sidecar's random id per
 // process start; an expiry), renews it every TTL/3 while it works (a
 // dispatch may outlast a TTL) and deletes it once its last write is
-// durable. A request that finds the lease held by another live sidecar
+// durable, or parks it, held by nobody, until a step left waiting may be
+// resolved. A request that finds the lease held by another live sidecar
 // polls until it is free, bounded by its context (ErrLeaseHeld). A sidecar
 // shut down deletes its leases (Close waits for that); one killed leaves
 // them to expire, and Sweep, run every TTL/2 in every sidecar of the
-// fleet, resumes the workflows of expired leases, resolving started steps
-// by the same lookup rules as a restart. ResumeAll at start resumes every
-// open workflow no live sidecar holds. On bbolt there is one process, and
-// no lease: no store round trip is added.
+// fleet, resumes the workflows of expired (and parked, once due) leases,
+// resolving started steps by the same lookup rules as a restart.
+// ResumeAll at start resumes every open workflow no live sidecar holds.
+// On bbolt there is one process, and no lease: no store round trip is
+// added.
+//
+// A lease is fenced by number, as an effect is by time. Every taking gets
+// a fencing number larger than any before (one sequence in the store, so
+// it grows per workflow even across deleted leases), and every write of a
+// step's state checks, in its own transaction, that the workflow is still
+// held under it (the LeaseFencing control): a sidecar held up past its
+// lease, whose renewals stopped and whose workflow another took over,
+// finds its late write refused (ErrFenced, 409 workflow_taken_over), logs
+// the takeover and stops driving the workflow; it never overwrites the
+// survivor's record. On PostgreSQL the check is a statement queued with
+// the transaction's writes (store.Tx.CheckFence): no round trip; taking a
+// lease costs one more, for the fencing number.
 //
 // # Controls
 //

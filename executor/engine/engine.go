@@ -85,6 +85,27 @@ type Controls struct {
 	// approver rules alone decide: a bundle that accepts a rep lets her
 	// approve another rep's refund, and it pays.
 	ApprovalRoleFloor bool
+	// ReferenceKeys has the order system treat a reshipment's reference as
+	// its idempotency key: a request under a reference already shipped
+	// answers that shipment; removed, every accepted request ships. The
+	// receivers enforce it, not the engine: whoever starts them passes it
+	// on (as SingleUseTokens).
+	ReferenceKeys bool
+	// EffectFence takes an effect as absent only once no request that
+	// could carry it can still land: every actor token minted for the step
+	// has expired (plus the receivers' clock skew) and the lookup by key or
+	// reference still finds nothing. Until then the step keeps its
+	// reservation, and a 5xx, a timeout or a refusal of a later attempt
+	// releases nothing (fence.go). Removed, the engine is the second
+	// wave's: absent on lookup is taken at once, and a 5xx releases the
+	// reservation.
+	EffectFence bool
+	// LeaseFencing checks, in every write of a step, the fencing number of
+	// the workflow's lease this sidecar took (lease.go), so a sidecar held
+	// up past its lease cannot overwrite what the one that took the
+	// workflow over recorded. Removed, step writes do not check it.
+	// Without Options.Leases there is nothing to check.
+	LeaseFencing bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -93,7 +114,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
-		Breaker: true, LinePricing: true, ApprovalRoleFloor: true,
+		Breaker: true, LinePricing: true, ApprovalRoleFloor: true, ReferenceKeys: true, EffectFence: true, LeaseFencing: true,
 	}
 }
 
@@ -129,6 +150,9 @@ type Call struct {
 	// FreshKeyPerAttempt sends a new key on every attempt. Only the engine
 	// with its IdempotencyKeys control removed sets it.
 	FreshKeyPerAttempt bool
+	// NotAfter is the step's token deadline: no actor token minted for
+	// the call may expire after it (fence.go).
+	NotAfter time.Time
 }
 
 // Systems is what the engine needs from the systems of record. Errors from
@@ -208,7 +232,24 @@ type Options struct {
 	// workflow is driven by one of them at a time, under a lease in the
 	// store (lease.go). Nil (one sidecar): the in-process locks suffice.
 	Leases *Leases
+	// TokenTTL is the longest life of an actor token minted for a step's
+	// effect: the step's token deadline is set this far ahead (or the
+	// active bundle's token_ttl_seconds, when shorter). Default
+	// DefaultTokenTTL. The minter's own TTL should be the same.
+	TokenTTL time.Duration
+	// ReceiverSkew is how far the systems of record's clocks may be
+	// behind this sidecar's: a token is taken to be able to land until its
+	// exp plus this. Default DefaultReceiverSkew.
+	ReceiverSkew time.Duration
 }
+
+// DefaultTokenTTL is Options.TokenTTL when left zero: short, because a
+// step whose effect is not found is taken as absent only after it.
+const DefaultTokenTTL = 15 * time.Second
+
+// DefaultReceiverSkew is Options.ReceiverSkew when left zero: the skew
+// the shipped receivers allow a minter's clock (an iat up to 5 s ahead).
+const DefaultReceiverSkew = 5 * time.Second
 
 // Observer is told of each outcome as it is recorded.
 type Observer interface {
@@ -246,8 +287,16 @@ type Engine struct {
 	follow   func(context.Context) error
 	poll     time.Duration
 	leases   *Leases
+	tokenTTL time.Duration
+	skew     time.Duration
 	// releasing counts the lease deletions under way (lease.go).
 	releasing sync.WaitGroup
+	// heldMu guards held, the leases this sidecar holds (for the fence
+	// its writes check), and awaiting, per workflow held, the earliest
+	// time a step left waiting may be resolved (for parking the lease).
+	heldMu   sync.Mutex
+	held     map[string]taking
+	awaiting map[string]time.Time
 }
 
 // New returns an engine over opts.
@@ -256,6 +305,14 @@ func New(opts Options) *Engine {
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
 		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
 		controls: DefaultControls(), follow: opts.Follow, poll: opts.PollChanges,
+		tokenTTL: opts.TokenTTL, skew: opts.ReceiverSkew,
+		held: map[string]taking{}, awaiting: map[string]time.Time{},
+	}
+	if e.tokenTTL <= 0 {
+		e.tokenTTL = DefaultTokenTTL
+	}
+	if e.skew <= 0 {
+		e.skew = DefaultReceiverSkew
 	}
 	if opts.Controls != nil {
 		e.controls = *opts.Controls
@@ -280,6 +337,9 @@ func New(opts Options) *Engine {
 		l := *opts.Leases
 		if l.TTL <= 0 {
 			l.TTL = DefaultLeaseTTL
+		}
+		if l.RenewEvery <= 0 {
+			l.RenewEvery = l.TTL / 3
 		}
 		if l.Holder == "" {
 			l.Holder = NewHolder()

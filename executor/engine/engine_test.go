@@ -219,6 +219,19 @@ func TestCrashPointsResume(t *testing.T) {
 					if err := h.eng.ResumeAll(context.Background()); err != nil {
 						t.Fatal(err)
 					}
+					if writeAhead && tool_.name == tool.ReshipOrder && point == "before_dispatch" {
+						// No shipment carries its reference, and a request
+						// under a token minted for it could still land: it
+						// waits until its tokens expire, then ships.
+						_, steps, _ := h.eng.Workflow(context.Background(), person("rep-ana"), "W1")
+						if s := steps[0]; s.Status != store.StepStarted || s.ResolveAfter.IsZero() || h.sys.shipments["O-1001"] != 0 {
+							t.Fatalf("at once: %s (%s), resolve_after %v, %d shipments; want started, waiting", s.Status, s.Note, s.ResolveAfter, h.sys.shipments["O-1001"])
+						}
+						h.clock.Advance(time.Minute)
+						if err := h.eng.ResumeAll(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
 					effects := h.sys.refunds + h.sys.shipments["O-1001"]
 					want := 1
 					if !writeAhead && tool_.name == tool.ReshipOrder && point == "after_dispatch" {

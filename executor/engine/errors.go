@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/store"
 )
 
 // Errors callers branch on. The HTTP layer maps each to a status and code.
@@ -21,12 +22,18 @@ var (
 	ErrNotAmendable = errors.New("step is not amendable")
 	// ErrNotPending: the approval was already decided, used, expired or voided.
 	ErrNotPending = errors.New("approval is not pending")
-	// ErrUnavailable: a system of record could not be reached and nothing
-	// happened; the step stays pending and can be resumed.
+	// ErrUnavailable: a system of record could not be reached, or answered
+	// 5xx; that attempt did nothing. With the EffectFence control the
+	// step keeps its reservation (started) until its effect is proven
+	// absent, and a resume retries it; without, it is pending again.
 	ErrUnavailable = errors.New("system of record unavailable")
 	// ErrCrashed is returned by a failpoint hook to stop a step where a crash
 	// would, leaving the store exactly as the crash would.
 	ErrCrashed = errors.New("crashed at failpoint")
+	// ErrFenced: another sidecar took the workflow over (its lease expired
+	// while this one was held up), so this one's write was refused and it
+	// stops driving the workflow. It is store.ErrFenced.
+	ErrFenced = store.ErrFenced
 )
 
 // notFound is the one error for a record that is absent, or that the

@@ -19,10 +19,13 @@ type Leases struct {
 	// its dead predecessor's leases for its own.
 	Holder string
 	// TTL is how long a lease lasts unless renewed. A holder renews it
-	// every TTL/3 while it drives the workflow (a dispatch may outlast a
-	// TTL); a holder killed leaves it to expire, and then Sweep in any
-	// sidecar takes the workflow over.
+	// every RenewEvery while it drives the workflow (a dispatch may
+	// outlast a TTL); a holder killed or paused leaves it to expire, and
+	// then Sweep in any sidecar takes the workflow over.
 	TTL time.Duration
+	// RenewEvery is how often a holder renews; zero is TTL/3. Only tests
+	// set it, to hold up a holder's renewals as a paused process would.
+	RenewEvery time.Duration
 }
 
 // DefaultLeaseTTL is Leases.TTL when left zero.
@@ -32,6 +35,9 @@ const DefaultLeaseTTL = 5 * time.Second
 // context ended before it let go.
 var ErrLeaseHeld = errors.New("workflow driven by another sidecar")
 
+// errLeaseLost: a renewal found the lease taken by another taking.
+var errLeaseLost = errors.New("lease lost")
+
 // NewHolder returns a random holder id.
 func NewHolder() string {
 	var b [8]byte
@@ -39,23 +45,37 @@ func NewHolder() string {
 	return hex.EncodeToString(b[:])
 }
 
+// taking is this sidecar's hold of one workflow's lease: the lease's
+// token, its fencing number (which every write of the workflow's steps
+// checks, putStep), and until when the lease was parked when it was taken
+// (zero: it was not).
+type taking struct {
+	token  string
+	fence  uint64
+	parked time.Time
+}
+
 // lock serializes the steps of workflow wf: in this process with its
 // lock, and with Options.Leases across the sidecars of a shared store with
 // its lease, which it waits for while another live sidecar holds it,
-// until ctx ends (ErrLeaseHeld). The release it returns lets both go.
+// until ctx ends (ErrLeaseHeld). The release it returns lets both go: it
+// deletes the lease, or parks it when a step of the workflow waits to be
+// resolved (awaitResolve), so that the fleet's sweeper comes back then.
 func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
 	unlock := e.locks.lock(wf)
 	if e.leases == nil {
 		return unlock, nil
 	}
-	token, err := e.takeLease(ctx, wf)
+	tk, err := e.takeLease(ctx, wf)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	stop := e.renewLease(wf, token)
+	e.holdLease(wf, tk)
+	stop := e.renewLease(wf, tk)
 	return func() {
 		stop()
+		park := e.parkUntil(wf, tk)
 		unlock()
 		// The lease goes once the holder's last write is durable, so that
 		// another sidecar taking the workflow reads it.
@@ -63,11 +83,88 @@ func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
 		go func() {
 			defer e.releasing.Done()
 			e.locks.settle(wf)
-			if err := e.db.Update(func(tx *store.Tx) error { return tx.DeleteLease(wf, token) }); err != nil {
+			err := e.db.Update(func(tx *store.Tx) error {
+				if !park.IsZero() {
+					return tx.ParkLease(wf, tk.token, park)
+				}
+				return tx.DeleteLease(wf, tk.token)
+			})
+			if err != nil {
 				e.log.Warn("lease release failed; it will expire", "workflow", wf, "err", err)
 			}
+			e.letGo(wf, tk)
 		}()
 	}, nil
+}
+
+// holdLease records that this sidecar holds wf's lease under tk, and forgets
+// what an earlier taking noted as waiting.
+func (e *Engine) holdLease(wf string, tk taking) {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	e.held[wf] = tk
+	delete(e.awaiting, wf)
+}
+
+// letGo forgets the taking tk of wf, unless wf was taken again since.
+func (e *Engine) letGo(wf string, tk taking) {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	if e.held[wf].token == tk.token {
+		delete(e.held, wf)
+	}
+}
+
+// fenceOf is the fencing number under which this sidecar holds wf's
+// lease; false when it holds none (no Options.Leases).
+func (e *Engine) fenceOf(wf string) (uint64, bool) {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	tk, ok := e.held[wf]
+	return tk.fence, ok
+}
+
+// parkUntil is when the lease of wf, taken as tk, is to expire once it is
+// let go: the earliest time a step left waiting may be resolved, or the
+// time it was parked until when tk took it, if that is still to come (a
+// step this taking did not look at still waits); zero: delete it.
+func (e *Engine) parkUntil(wf string, tk taking) time.Time {
+	e.heldMu.Lock()
+	at := e.awaiting[wf]
+	delete(e.awaiting, wf)
+	e.heldMu.Unlock()
+	if tk.parked.After(e.clock.Now()) && (at.IsZero() || tk.parked.Before(at)) {
+		at = tk.parked
+	}
+	return at
+}
+
+// checkFence fails tx with ErrFenced unless this sidecar still holds wf's
+// lease under the fencing number it took it with: a sidecar that was
+// paused past its lease cannot overwrite what the one that took the
+// workflow over recorded. Without Options.Leases, or with the LeaseFencing
+// control removed, it checks nothing.
+func (e *Engine) checkFence(tx *store.Tx, wf string) error {
+	if e.leases == nil || !e.controls.LeaseFencing {
+		return nil
+	}
+	fence, ok := e.fenceOf(wf)
+	if !ok {
+		return nil
+	}
+	return tx.CheckFence(wf, fence)
+}
+
+// fencedOff logs, once per write refused, that another sidecar took wf
+// over while this one drove it, and returns err: the caller stops driving
+// the workflow, leaving the other sidecar's records as they are.
+func (e *Engine) fencedOff(wf string, err error) error {
+	if errors.Is(err, ErrFenced) {
+		fence, _ := e.fenceOf(wf)
+		e.log.Warn("another sidecar took this workflow over: its lease expired while this one was held up; "+
+			"the write was refused and this sidecar stops driving the workflow", "workflow", wf, "fence", fence, "err", err)
+	}
+	return err
 }
 
 // Close waits until the leases of the steps that have ended are deleted,
@@ -78,59 +175,84 @@ func (e *Engine) Close() {
 }
 
 // heldElsewhere returns wf's lease when another live sidecar holds it,
-// and the zero Lease when it is free, expired or this sidecar's.
+// and the zero Lease when it is free, expired, parked or this sidecar's.
 func (e *Engine) heldElsewhere(tx *store.Tx, wf string) (store.Lease, error) {
 	if e.leases == nil {
 		return store.Lease{}, nil
 	}
-	l, err := tx.Lease(wf)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.Lease{}, nil
-	case err != nil:
+	l, err := currentLease(tx, wf)
+	if err != nil || !e.liveElsewhere(l) {
 		return store.Lease{}, err
-	case l.Holder == e.leases.Holder || !e.clock.Now().Before(l.Expires):
-		return store.Lease{}, nil
 	}
 	return l, nil
 }
 
-// takeLease takes wf's lease when it is free, expired or this sidecar's,
-// and otherwise polls until it is, or ctx ends.
-func (e *Engine) takeLease(ctx context.Context, wf string) (string, error) {
+// currentLease is wf's lease, or the zero Lease when it has none.
+func currentLease(tx *store.Tx, wf string) (store.Lease, error) {
+	l, err := tx.Lease(wf)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Lease{}, nil
+	}
+	return l, err
+}
+
+// liveElsewhere reports whether l is held by another sidecar and has not
+// expired.
+func (e *Engine) liveElsewhere(l store.Lease) bool {
+	return l.Workflow != "" && !l.Parked() && l.Holder != e.leases.Holder && e.clock.Now().Before(l.Expires)
+}
+
+// takeLease takes wf's lease when it is free, expired, parked or this
+// sidecar's, under a new fencing number, and otherwise polls until it is,
+// or ctx ends. Taking it costs one round trip more on PostgreSQL than a
+// lease without a fence would: the fencing number's sequence.
+func (e *Engine) takeLease(ctx context.Context, wf string) (taking, error) {
 	token := NewHolder()
 	poll := max(e.leases.TTL/10, 10*time.Millisecond)
 	for {
 		var held store.Lease
+		var tk taking
 		err := e.db.Update(func(tx *store.Tx) error {
-			var err error
-			if held, err = e.heldElsewhere(tx, wf); err != nil || held.Holder != "" {
+			tk, held = taking{token: token}, store.Lease{}
+			cur, err := currentLease(tx, wf)
+			switch {
+			case err != nil:
+				return err
+			case e.liveElsewhere(cur):
+				held = cur
+				return nil
+			case cur.Parked():
+				tk.parked = cur.Expires
+			}
+			if tk.fence, err = tx.NextFence(); err != nil {
 				return err
 			}
-			return tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Expires: e.clock.Now().Add(e.leases.TTL)})
+			return tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Fence: tk.fence, Expires: e.clock.Now().Add(e.leases.TTL)})
 		})
 		if err != nil {
-			return "", fmt.Errorf("take the lease of %s: %w", wf, err)
+			return taking{}, fmt.Errorf("take the lease of %s: %w", wf, err)
 		}
 		if held.Holder == "" {
-			return token, nil
+			return tk, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%w: %s is driven by sidecar %s (lease until %s): %w", ErrLeaseHeld, wf, held.Holder,
+			return taking{}, fmt.Errorf("%w: %s is driven by sidecar %s (lease until %s): %w", ErrLeaseHeld, wf, held.Holder,
 				held.Expires.Format(time.RFC3339Nano), ctx.Err())
 		case <-time.After(poll):
 		}
 	}
 }
 
-// renewLease extends wf's lease every TTL/3 until the returned stop.
-func (e *Engine) renewLease(wf, token string) (stop func()) {
+// renewLease extends wf's lease every Leases.RenewEvery (TTL/3) until the
+// returned stop, or until it finds the lease taken over: it then logs it
+// once and stops.
+func (e *Engine) renewLease(wf string, tk taking) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(e.leases.TTL / 3)
+		tick := time.NewTicker(e.leases.RenewEvery)
 		defer tick.Stop()
 		for {
 			select {
@@ -140,12 +262,17 @@ func (e *Engine) renewLease(wf, token string) (stop func()) {
 			}
 			err := e.db.Update(func(tx *store.Tx) error {
 				l, err := tx.Lease(wf)
-				if err != nil || l.Token != token {
-					return fmt.Errorf("lease lost: %w", store.ErrNotFound)
+				if err != nil || l.Token != tk.token {
+					return errLeaseLost
 				}
 				l.Expires = e.clock.Now().Add(e.leases.TTL)
 				return tx.PutLease(l)
 			})
+			if errors.Is(err, errLeaseLost) {
+				e.log.Warn("lease lost: another sidecar took this workflow over; its writes from here on are refused",
+					"workflow", wf, "fence", tk.fence)
+				return
+			}
 			if err != nil {
 				e.log.Warn("lease renewal failed", "workflow", wf, "err", err)
 			}
@@ -155,10 +282,11 @@ func (e *Engine) renewLease(wf, token string) (stop func()) {
 }
 
 // Sweep resumes the workflows whose lease expired: their sidecar stopped
-// renewing it (it was killed). Resuming takes each lease over and drives
-// the workflow's open steps as the start-up resume does: started and
-// unknown steps are resolved by their lookup rules, approved ones run.
-// Without Options.Leases it does nothing.
+// renewing it (it was killed or paused), or it was parked until a step's
+// tokens expire. Resuming takes each lease over and drives the
+// workflow's open steps as the start-up resume does: started and unknown
+// steps are resolved by their lookup rules, approved ones run. Without
+// Options.Leases it does nothing.
 func (e *Engine) Sweep(ctx context.Context) error {
 	if e.leases == nil {
 		return nil
@@ -172,7 +300,11 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	}
 	var errs []error
 	for _, l := range expired {
-		e.log.Info("taking over a workflow whose lease expired", "workflow", l.Workflow, "holder", l.Holder)
+		if l.Parked() {
+			e.log.Info("resolving a workflow whose steps' tokens have expired", "workflow", l.Workflow)
+		} else {
+			e.log.Info("taking over a workflow whose lease expired", "workflow", l.Workflow, "holder", l.Holder, "fence", l.Fence)
+		}
 		if err := e.resume(ctx, l.Workflow, false, nil); err != nil {
 			errs = append(errs, fmt.Errorf("resume %s: %w", l.Workflow, err))
 		}

@@ -46,7 +46,8 @@ func (h *harness) resume(rep, wf string) (store.Workflow, []store.Step) {
 
 // TestUnknownReshipResolvedByReference: a reship whose answer was lost is
 // done when a shipment carries its reference; one whose request may still
-// be in flight stays unknown for a person, and is never sent again.
+// be in flight stays unknown, never sent again, until every token minted
+// for it has expired: then the absence is proof, and it is sent again.
 func TestUnknownReshipResolvedByReference(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -57,7 +58,7 @@ func TestUnknownReshipResolvedByReference(t *testing.T) {
 		shipments int
 	}{
 		{"the shipment exists: done", func(f *fakeSystems) { f.loseNext = 1 }, store.StepDone, store.WorkflowDone, "resolved by reference", 1},
-		{"no shipment carries the reference: stays unknown", func(f *fakeSystems) { f.dropNext = 1 }, store.StepUnknown, store.WorkflowNeedsReconciliation, "a person reconciles it", 0},
+		{"no shipment carries the reference: stays unknown while it may land", func(f *fakeSystems) { f.dropNext = 1 }, store.StepUnknown, store.WorkflowNeedsReconciliation, "may still land until", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, engine.DefaultControls())
@@ -74,6 +75,14 @@ func TestUnknownReshipResolvedByReference(t *testing.T) {
 			}
 			if n := h.sys.shipments["O-1001"]; n != tc.shipments {
 				t.Fatalf("%d shipments, want %d", n, tc.shipments)
+			}
+			_, steps := h.resume("rep-ana", "W1")
+			if tc.status == store.StepUnknown {
+				h.clock.Set(steps[0].ResolveAfter) // the last moment a request of it could land has passed
+				_, steps = h.resume("rep-ana", "W1")
+			}
+			if steps[0].Status != store.StepDone || h.sys.shipments["O-1001"] != 1 {
+				t.Fatalf("after its tokens expired: %s (%s), %d shipments; want done, 1", steps[0].Status, steps[0].Note, h.sys.shipments["O-1001"])
 			}
 		})
 	}

@@ -70,6 +70,12 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 		return store.Step{}, err
 	}
 	defer release()
+	s, err := e.propose(ctx, p, wfID, name, args, claimed)
+	return s, e.fencedOff(wfID, err)
+}
+
+// propose is Propose under the workflow's lock.
+func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (store.Step, error) {
 	start := time.Now()
 	pl, err := e.plan(ctx, p, wfID, name, args, claimed)
 	if err != nil {
@@ -248,15 +254,12 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 				return err
 			}
 		}
-		if err := tx.PutStep(s); err != nil {
-			return err
-		}
-		return e.refreshWorkflow(tx, wfID)
+		return e.putStep(tx, s)
 	})
 	if err == nil {
 		e.changes.changed(wfID)
 	}
-	return s, err
+	return s, e.fencedOff(wfID, err)
 }
 
 // amendedArgs normalizes and prices the new arguments of step n outside
@@ -419,8 +422,8 @@ func (e *Engine) resume(ctx context.Context, wfID string, includeHeld bool, by *
 			continue
 		}
 		if _, err := e.runLocked(ctx, wfID, s.N, by); err != nil {
-			if errors.Is(err, ErrCrashed) {
-				return err
+			if errors.Is(err, ErrCrashed) || errors.Is(err, ErrFenced) {
+				return err // a crash, or another sidecar drives the workflow now
 			}
 			errs = append(errs, err)
 		}
@@ -434,7 +437,8 @@ func (e *Engine) runLocked(ctx context.Context, wfID string, n int, by *Person) 
 		return store.Step{}, err
 	}
 	defer release()
-	return e.run(ctx, wfID, n, by)
+	s, err := e.run(ctx, wfID, n, by)
+	return s, e.fencedOff(wfID, err)
 }
 
 // run drives step n as far as it can go now, for by, the rep presenting a
@@ -447,7 +451,11 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	}
 	switch s.Status {
 	case store.StepStarted, store.StepUnknown:
-		return e.finishEffect(ctx, w, s, start)
+		if s, err = e.finishEffect(ctx, w, s, start); err != nil || s.Status != store.StepPending {
+			return s, err
+		}
+		// Proven absent after an attempt that did nothing (fence.go): the
+		// reservation is released, and the call is decided again below.
 	case store.StepPending, store.StepHeld, store.StepWaitingApproval:
 	default:
 		return s, nil
@@ -490,7 +498,7 @@ func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, 
 		e.finished(r.step, start)
 		return r.step, nil
 	}
-	return e.dispatch(ctx, w, r.step, start)
+	return e.dispatch(ctx, w, r.step, time.Time{}, start)
 }
 
 // load reads a workflow and one of its steps.
@@ -782,9 +790,11 @@ func (e *Engine) requireApproval(tx *store.Tx, w store.Workflow, r reservation, 
 }
 
 // reserve writes ahead: the intent and the pre-state are durable before
-// the effect.
+// the effect, with the step's token deadline (fence.go), so the first
+// dispatch needs no write of its own to bound its tokens.
 func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (reservation, error) {
 	r.step.Attempts++
+	e.setDeadline(&r.step, now)
 	if e.controls.WriteAhead {
 		r.step.Status, r.step.ReservedAt, r.step.Baseline = store.StepStarted, now, f.baseline
 	}
@@ -832,18 +842,27 @@ func (e *Engine) stillWaiting(s store.Step) bool {
 }
 
 // dispatch performs the effect of a reserved step and records the outcome.
-func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
+// No token of it outlives the step's token deadline, which is extended
+// durably first when this attempt needs a later one (fence.go). earlier
+// is when the requests sent for the step before this attempt can no
+// longer land (zero: none may), for outcome.
+func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, earlier, start time.Time) (store.Step, error) {
 	if err := e.fail("before_dispatch"); err != nil {
 		return s, err
 	}
-	call := Call{Tool: s.Tool, Args: s.Args, Key: s.Key, Reference: shipmentReference(s), FreshKeyPerAttempt: !e.controls.IdempotencyKeys}
+	s, err := e.extendDeadline(s)
+	if err != nil {
+		return s, err
+	}
+	call := Call{Tool: s.Tool, Args: s.Args, Key: s.Key, Reference: shipmentReference(s), FreshKeyPerAttempt: !e.controls.IdempotencyKeys,
+		NotAfter: s.TokenDeadline}
 	result, err := e.systems.Execute(ctx, e.actor(w), call)
 	if err == nil {
 		if ferr := e.fail("after_dispatch"); ferr != nil {
 			return s, ferr
 		}
 	}
-	return e.record(s, result, err, start)
+	return e.record(s, result, err, earlier, start)
 }
 
 // record stores the outcome of a dispatch, in a group commit. A done step
@@ -852,8 +871,8 @@ func (e *Engine) dispatch(ctx context.Context, w store.Workflow, s store.Step, s
 // passes on and its readers read only once it is durable, and a crash
 // before then leaves the step started, which resume resolves to done by
 // the same key or reference without a second effect.
-func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start time.Time) (store.Step, error) {
-	s = e.outcome(s, result, derr, e.clock.Now())
+func (e *Engine) record(s store.Step, result json.RawMessage, derr error, earlier, start time.Time) (store.Step, error) {
+	s = e.outcome(s, result, derr, e.clock.Now(), earlier)
 	if derr == nil && e.recoverable(s) {
 		e.recordLater(s)
 	} else {
@@ -863,6 +882,9 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, start 
 		}
 		e.changes.changed(s.Workflow)
 		e.tripped(tripped)
+	}
+	if s.Status == store.StepStarted || s.Status == store.StepUnknown {
+		e.awaitUntil(s.Workflow, e.resolveAt(s)) // resolved after it, if nobody resumes it first
 	}
 	var refused *Refused
 	var retErr error
@@ -914,7 +936,11 @@ func (e *Engine) recordLater(s store.Step) {
 	go func() {
 		err := <-committed
 		close(durable)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrFenced):
+			_ = e.fencedOff(s.Workflow, err) // the sidecar that took it over resolves it
+			return
+		case err != nil:
 			e.log.Error("the record of a done step did not commit; resume resolves it", "workflow", s.Workflow, "step", s.N, "err", err)
 			return
 		}
@@ -922,27 +948,59 @@ func (e *Engine) recordLater(s store.Step) {
 	}()
 }
 
-// outcome is s as the dispatch's outcome leaves it at now.
-func (e *Engine) outcome(s store.Step, result json.RawMessage, derr error, now time.Time) store.Step {
+// outcome is s as the dispatch's outcome leaves it at now. earlier is
+// when the requests sent before this attempt can no longer land (zero:
+// none may): until then this attempt's refusal proves nothing about them.
+//
+// With the EffectFence control a 5xx or an unreachable system keeps the
+// reservation (the step stays started): this attempt did nothing, but
+// the answer says nothing of a request sent before it, and a gateway's
+// 5xx not even of this one. Such a step, and one refused while an earlier
+// request may still land, is marked ReleaseOnProof: once its effect is
+// proven absent it is released and decided again (releaseOnProof), as the
+// answer alone released it before. Without the control, and for a read
+// (lookup_order), which has no effect to fence, the reservation is
+// released at once, as the second wave did.
+func (e *Engine) outcome(s store.Step, result json.RawMessage, derr error, now, earlier time.Time) store.Step {
 	var refused *Refused
 	if s.ReservedAt.IsZero() {
 		s.ReservedAt = now // no write-ahead: the spend is known only now
 	}
+	system := tool.MustLookup(s.Tool).Audience
+	s.ReleaseOnProof = false
 	switch {
 	case derr == nil:
 		s.Status, s.Result, s.Finished = store.StepDone, result, now
+	case errors.As(derr, &refused) && now.Before(earlier) && tool.MustLookup(s.Tool).Effect:
+		s.Status, s.ReleaseOnProof = keptStatus(s.Status), true
+		s.Note = fmt.Sprintf("refused by the %s: %s: %s; a request sent earlier may still land until %s, so the step keeps its reservation and is resolved after then",
+			system, refused.Code, refused.Message, earlier.UTC().Format(time.RFC3339))
 	case errors.As(derr, &refused):
 		s.Status, s.Finished, s.Refusal = store.StepDenied, now, refused.Code
-		s.Note = fmt.Sprintf("refused by the %s: %s: %s", tool.MustLookup(s.Tool).Audience, refused.Code, refused.Message)
+		s.Note = fmt.Sprintf("refused by the %s: %s: %s", system, refused.Code, refused.Message)
 	case errors.Is(derr, ErrOutcomeUnknown):
 		s.Status = store.StepUnknown
 		s.Note = "outcome unknown: resume resolves it by lookup, or a person reconciles it"
+	case e.controls.EffectFence && tool.MustLookup(s.Tool).Effect:
+		s.Status, s.ReleaseOnProof = keptStatus(s.Status), true
+		s.Note = fmt.Sprintf("the %s did not take the call (%v); this attempt did nothing, but the step keeps its reservation "+
+			"until its effect is proven absent (resolve_after %s); a resume after then releases it and decides the call again",
+			system, derr, e.resolveAt(s).UTC().Format(time.RFC3339))
 	default:
 		// Nothing happened downstream: release the reservation.
 		s.Status, s.ReservedAt, s.Baseline = store.StepPending, time.Time{}, nil
 		s.Note = "system of record unavailable; resume to retry"
 	}
 	return s
+}
+
+// keptStatus is the status of a step that keeps its reservation after an
+// attempt that did nothing: unknown stays unknown, anything else started.
+func keptStatus(st store.StepStatus) store.StepStatus {
+	if st == store.StepUnknown {
+		return st
+	}
+	return store.StepStarted
 }
 
 // recordTx stores the outcome s and audits it. A refusal downstream or an
@@ -989,23 +1047,37 @@ func (e *Engine) outcomeFailure(tx *store.Tx, s store.Step) (*store.Breaker, err
 	return e.countFailure(tx, w, s.Tool, what, e.clock.Now())
 }
 
-// recover continues a step that a crash or a lost answer left started or
-// unknown. A refund is dispatched again with the same key (the ledger
-// replays). A reshipment, which has no key, is looked up by its reference:
-// found, it happened; not found while started, the crash came before the
-// request left, so it is sent; not found while unknown, the request went
-// out and may still land, so it is never sent again on an absence and
-// waits for a person.
+// recover continues a step that a crash, a lost answer, an unavailable
+// system or a takeover left started or unknown.
+//
+// A refund is dispatched again with the same key (the ledger replays):
+// safe whenever, so it does not wait. Once no request of it can land any
+// more it is looked up by key first: found, it happened, whatever a new
+// attempt would be answered. A refusal of an attempt made while an
+// earlier request may still land keeps the reservation (outcome).
+//
+// A reshipment is looked up by its reference: found, it happened. Not
+// found, with the EffectFence control, proves nothing while a request of
+// it may still land: it waits until its resolve time, and is sent again
+// (a fresh token, the same reference) only after it (fence.go). Without
+// the control, the second wave's rules: not found while started, the
+// crash came before the request left, so it is sent; not found while
+// unknown, it waits for a person.
 func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
+	earlier := e.stillLanding(s, e.clock.Now())
+	if e.controls.EffectFence && s.ReleaseOnProof {
+		return e.releaseOnProof(ctx, s, earlier, start)
+	}
 	spec := tool.MustLookup(s.Tool)
 	if spec.Idempotent {
-		if s.Tool == tool.IssueRefund && s.Status == store.StepUnknown {
+		settled := e.controls.EffectFence && earlier.IsZero()
+		if s.Tool == tool.IssueRefund && (s.Status == store.StepUnknown || settled) {
 			if entry, found, err := e.systems.RefundByKey(ctx, s.Key); err == nil && found {
 				s.Note = "resolved by lookup: the ledger has the entry"
-				return e.record(s, entry, nil, start)
+				return e.record(s, entry, nil, time.Time{}, start)
 			}
 		}
-		return e.dispatch(ctx, w, s, start)
+		return e.dispatch(ctx, w, s, earlier, start)
 	}
 	if !e.controls.ResolveByReference {
 		return e.recoverByCount(ctx, w, s, start)
@@ -1017,7 +1089,9 @@ func (e *Engine) recover(ctx context.Context, w store.Workflow, s store.Step, st
 		return s, fmt.Errorf("resolve %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, err)
 	case found:
 		s.Note = "resolved by reference: the order system has the shipment " + ref
-		return e.record(s, shipment, nil, start)
+		return e.record(s, shipment, nil, time.Time{}, start)
+	case e.controls.EffectFence:
+		return e.resolveEffect(ctx, w, s, "no shipment of "+s.Args.Order+" carries reference "+ref, start)
 	case s.Status == store.StepUnknown:
 		return e.awaitReconciliation(s, ref)
 	}
@@ -1057,20 +1131,21 @@ func (e *Engine) dispatchAgain(ctx context.Context, w store.Workflow, s store.St
 	if err != nil {
 		return s, err
 	}
-	return e.dispatch(ctx, w, s, start)
+	return e.dispatch(ctx, w, s, time.Time{}, start)
 }
 
 // recoverByCount is the resolution without references: one more shipment
 // of the order than the baseline means the reship happened. It cannot tell
 // the step's shipment from another workflow's; it runs only when lookups
-// by reference are switched off (Controls.ResolveByReference).
+// by reference are switched off (Controls.ResolveByReference). No new
+// shipment is taken as absent only as resolveEffect allows.
 func (e *Engine) recoverByCount(ctx context.Context, w store.Workflow, s store.Step, start time.Time) (store.Step, error) {
 	if s.Baseline == nil {
 		if s.Status == store.StepUnknown {
 			return s, nil // nothing to compare with: a person reconciles it
 		}
 		s.Status = store.StepUnknown
-		return e.record(s, nil, ErrOutcomeUnknown, start)
+		return e.record(s, nil, ErrOutcomeUnknown, time.Time{}, start)
 	}
 	now, err := e.systems.Shipments(ctx, s.Args.Order)
 	if err != nil {
@@ -1079,13 +1154,22 @@ func (e *Engine) recoverByCount(ctx context.Context, w store.Workflow, s store.S
 	if now > *s.Baseline {
 		s.Note = fmt.Sprintf("resolved by lookup: %d shipment(s) against a baseline of %d", now, *s.Baseline)
 		result, _ := json.Marshal(map[string]any{"resolved_by": "lookup", "shipments": now})
-		return e.record(s, result, nil, start)
+		return e.record(s, result, nil, time.Time{}, start)
+	}
+	if e.controls.EffectFence && e.mayStillLand(s, e.clock.Now()) {
+		return e.awaitResolve(s, fmt.Sprintf("%s has %d shipment(s), as before the call", s.Args.Order, now))
 	}
 	// Nothing happened: the call can be repeated safely, against a fresh baseline.
 	return e.dispatchAgain(ctx, w, s, &now, "resolved by lookup: no shipment was made; dispatching again", start)
 }
 
+// putStep writes s, checking first that this sidecar still holds the
+// workflow's lease under its fencing number (checkFence): every write of
+// a step's state goes through here.
 func (e *Engine) putStep(tx *store.Tx, s store.Step) error {
+	if err := e.checkFence(tx, s.Workflow); err != nil {
+		return err
+	}
 	if err := tx.PutStep(s); err != nil {
 		return err
 	}

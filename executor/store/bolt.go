@@ -149,6 +149,13 @@ type boltBucket struct{ *bolt.Bucket }
 
 func (b boltBucket) Cursor() kvCursor { return &boltCursor{Cursor: b.Bucket.Cursor()} }
 
+func (b boltBucket) Expect(key, value []byte, mismatch error) error {
+	if got := b.Get(key); got == nil || !bytes.Equal(got, value) {
+		return mismatch
+	}
+	return nil
+}
+
 // boltCursor is bbolt's cursor with the end SeekRange sets.
 type boltCursor struct {
 	*bolt.Cursor

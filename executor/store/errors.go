@@ -15,6 +15,11 @@ var (
 	// or written (no permission, a read-only file system, or a path through
 	// a regular file). Use a directory this process can write.
 	ErrUnwritable = errors.New("database directory is not writable")
+	// ErrFenced: a write checked the fencing number of a workflow's lease
+	// (Tx.CheckFence) and found another: the lease was taken over since,
+	// so this writer no longer drives the workflow. Nothing of the
+	// transaction committed; it must not be retried.
+	ErrFenced = errors.New("the workflow's lease was taken over: fenced off")
 )
 
 // Errors of the PostgreSQL backend.

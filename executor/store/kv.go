@@ -43,6 +43,12 @@ type kvBucket interface {
 	ForEach(fn func(k, v []byte) error) error
 	// NextSequence returns the bucket's next sequence number, from 1.
 	NextSequence() (uint64, error)
+	// Expect makes the transaction fail with mismatch unless key holds
+	// exactly value at this point of it (after the writes made before).
+	// On bbolt it checks at once; on PostgreSQL the check is queued with
+	// the writes and rides with the next read or the commit, so it costs
+	// no round trip of its own, and the transaction's error is mismatch.
+	Expect(key, value []byte, mismatch error) error
 }
 
 // kvCursor walks a bucket in key order; each move returns the key and

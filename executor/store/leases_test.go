@@ -46,3 +46,72 @@ func TestLeases(t *testing.T) {
 		})
 	})
 }
+
+// Every taking gets a larger fencing number, even after the lease was
+// deleted; a write checked against a fence fails with ErrFenced, and
+// commits nothing, once the lease was taken over, deleted or parked.
+func TestLeaseFencing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		take := func(holder, token string) uint64 {
+			t.Helper()
+			var fence uint64
+			mustUpdate(t, db, func(tx *store.Tx) (err error) {
+				if fence, err = tx.NextFence(); err != nil {
+					return err
+				}
+				return tx.PutLease(store.Lease{Workflow: "W1", Holder: holder, Token: token, Fence: fence, Expires: t0})
+			})
+			return fence
+		}
+		// write puts a workflow under the check of fence, as a step write does.
+		write := func(fence uint64) error {
+			return db.Update(func(tx *store.Tx) error {
+				if err := tx.CheckFence("W1", fence); err != nil {
+					return err
+				}
+				return tx.CreateWorkflow(store.Workflow{ID: "W1", User: "rep-ana", Status: store.WorkflowRunning})
+			})
+		}
+		a := take("a", "t1")
+		mustUpdate(t, db, func(tx *store.Tx) error { return tx.DeleteLease("W1", "t1") })
+		b := take("b", "t2")
+		if b <= a {
+			t.Fatalf("fences %d then %d: a taking after a deletion must get a larger one", a, b)
+		}
+		if err := write(a); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write under the old fence: %v, want ErrFenced", err)
+		}
+		db.View(func(tx *store.Tx) error {
+			if _, err := tx.Workflow("W1"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the fenced write committed something: %v", err)
+			}
+			return nil
+		})
+		if err := write(b); err != nil {
+			t.Fatalf("a write under the holder's fence: %v", err)
+		}
+		// A renewal keeps the fence; parking drops it.
+		mustUpdate(t, db, func(tx *store.Tx) error {
+			return tx.PutLease(store.Lease{Workflow: "W1", Holder: "b", Token: "t2", Fence: b, Expires: t0.Add(time.Minute)})
+		})
+		mustUpdate(t, db, func(tx *store.Tx) error { return tx.CheckFence("W1", b) })
+		mustUpdate(t, db, func(tx *store.Tx) error { return tx.ParkLease("W1", "t2", t0.Add(time.Hour)) })
+		if err := db.Update(func(tx *store.Tx) error { return tx.CheckFence("W1", b) }); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write after the lease was parked: %v, want ErrFenced", err)
+		}
+		db.View(func(tx *store.Tx) error {
+			l, err := tx.Lease("W1")
+			if err != nil || !l.Parked() || l.Fence != b || !l.Expires.Equal(t0.Add(time.Hour)) {
+				t.Errorf("parked lease %+v %v", l, err)
+			}
+			if got, err := tx.ExpiredLeases(t0.Add(time.Hour)); err != nil || len(got) != 1 || !got[0].Parked() {
+				t.Errorf("expired at the end of the wait: %+v %v, want the parked lease", got, err)
+			}
+			return nil
+		})
+		if c := take("c", "t3"); c <= b {
+			t.Fatalf("fence %d after %d", c, b)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgTx is one transaction on PostgreSQL. Every statement may fail (a lost
@@ -24,10 +25,21 @@ type pgTx struct {
 	writes []pgWrite
 }
 
-// pgWrite is a queued write: op names it in an error.
+// pgWrite is a queued write: op names it in an error. A write with a
+// mismatch is an expectation (Expect): a SELECT that must find one row,
+// else the transaction fails with mismatch.
 type pgWrite struct {
-	op, sql string
-	args    []any
+	op, sql  string
+	args     []any
+	mismatch error
+}
+
+// check is the outcome of queued write w, whose statement answered tag.
+func (w pgWrite) check(tag pgconn.CommandTag, err error) error {
+	if err == nil && w.mismatch != nil && tag.RowsAffected() != 1 {
+		return w.mismatch
+	}
+	return err
 }
 
 func (t *pgTx) bucket(name []byte) kvBucket { return pgBucket{t: t, name: string(name)} }
@@ -79,7 +91,7 @@ func (t *pgTx) read(op, q string, args []any, scan func(pgx.Rows) error) {
 		}
 	}()
 	for _, w := range writes {
-		if _, err := br.Exec(); err != nil {
+		if err := w.check(br.Exec()); err != nil {
 			t.fail(w.op, err)
 			return
 		}
@@ -117,7 +129,7 @@ func (t *pgTx) flush() error {
 	t.writes = nil
 	br := t.tx.SendBatch(t.ctx, &b)
 	for _, w := range writes {
-		if _, err := br.Exec(); err != nil {
+		if err := w.check(br.Exec()); err != nil {
 			t.fail(w.op, err)
 			break
 		}
@@ -174,6 +186,19 @@ func (b pgBucket) Put(key, value []byte) error {
 	}
 	return b.t.write("put "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)
 		ON CONFLICT (bucket, key) DO UPDATE SET value = excluded.value`, b.name, key, value)
+}
+
+// Expect queues a read that must find key holding value: it is sent with
+// the writes, in their order, and fails the transaction with mismatch when
+// it finds no such row (pgWrite.check).
+func (b pgBucket) Expect(key, value []byte, mismatch error) error {
+	if b.t.err != nil {
+		return b.t.err
+	}
+	b.t.writes = append(b.t.writes, pgWrite{op: "expect " + b.name,
+		sql:  `SELECT 1 FROM kv WHERE bucket = $1 AND key = $2 AND value = $3`,
+		args: []any{b.name, key, nonNil(value)}, mismatch: mismatch})
+	return nil
 }
 
 func (b pgBucket) Delete(key []byte) error {

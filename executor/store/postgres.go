@@ -120,7 +120,7 @@ func backoff(attempt int) time.Duration {
 // (refused, broken, timed out), not from the statement.
 func unreachable(err error) error {
 	var pe *pgconn.PgError
-	if err == nil || errors.As(err, &pe) || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.As(err, &pe) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrFenced) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

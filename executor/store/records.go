@@ -139,6 +139,23 @@ type Step struct {
 	Created     time.Time `json:"created"`
 	ReservedAt  time.Time `json:"reserved_at,omitzero"`
 	Finished    time.Time `json:"finished,omitzero"`
+	// TokenDeadline bounds the exp of every actor token minted for the
+	// step's effect: it is recorded before a token is minted (in the
+	// write-ahead transaction, or extended durably before a later
+	// attempt), and no token may outlive it. Zero: none recorded (the
+	// step was never dispatched, or was stored before deadlines were).
+	TokenDeadline time.Time `json:"token_deadline,omitzero"`
+	// ResolveAfter is TokenDeadline plus the clock skew the receivers are
+	// allowed: after it no request of the step can land, so a lookup that
+	// finds no effect proves there is none.
+	ResolveAfter time.Time `json:"resolve_after,omitzero"`
+	// ReleaseOnProof marks a started step whose last attempt was answered
+	// without an effect of its own (a 5xx, no connection, or a refusal
+	// while an earlier request could still land): once its effect is
+	// proven absent, its reservation is released and the call decided
+	// again, as that answer alone would have released it before effects
+	// were fenced.
+	ReleaseOnProof bool `json:"release_on_proof,omitempty"`
 }
 
 // Approval is a request for a lead's approval of exactly one call.

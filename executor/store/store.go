@@ -24,7 +24,7 @@ var (
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
-		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bAlerts, bPageSessions}
+		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bFences, bAlerts, bPageSessions}
 )
 
 // DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).

@@ -88,7 +88,7 @@ func (s *Systems) ShipmentByReference(ctx context.Context, order, ref string) (j
 func (s *Systems) Execute(ctx context.Context, as engine.Actor, c engine.Call) (json.RawMessage, error) {
 	res, err := s.d.Do(ctx, dispatch.Call{
 		Rep: as.Rep, Max: as.Ceiling, Tool: c.Tool, Args: c.Args, Key: c.Key, Reference: c.Reference,
-		FreshKeyPerAttempt: c.FreshKeyPerAttempt,
+		FreshKeyPerAttempt: c.FreshKeyPerAttempt, NotAfter: c.NotAfter,
 	})
 	if err != nil {
 		return nil, translate(err)

@@ -145,6 +145,9 @@ type Step struct {
 	Result      json.RawMessage `json:"result,omitempty"`
 	Note        string          `json:"note,omitempty"`
 	DuplicateOf int             `json:"duplicate_of,omitempty"`
+	// ResolveAfter is set on a started or unknown step: a request for its
+	// effect may land until then, and a resume after it resolves the step.
+	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
 	// Error is set on a denied step (the API's 403 body): why it was denied.
 	Error *Error `json:"error,omitempty"`
 }

@@ -4,8 +4,9 @@
 // after_dispatch, after_record) while it runs a refund or a reshipment,
 // starts a new process over the same data directory, resumes, and counts the
 // effects in the ledger and the order system. It runs the matrix on the
-// designed system and again with the write-ahead record removed, and asserts
-// both columns: the removal must show as a second reshipment.
+// designed system and again with the write-ahead record removed (and the
+// order system's reference key, which alone would catch the same crash),
+// and asserts both columns: the removal must show as a second reshipment.
 //
 // The package has no code of its own; the test is long (it builds the
 // binary and starts 24 processes) and is skipped under -short.

@@ -39,6 +39,9 @@ type fleet struct {
 	first   *proc
 	procs   []*proc
 	tokens  map[string]string
+	// flags are more serve flags, given to every sidecar started after
+	// they are set.
+	flags []string
 }
 
 // newFleet builds the binary and starts n sidecars on a new database.
@@ -112,8 +115,9 @@ func (f *fleet) start(t *testing.T, dir string, env []string, args ...string) *p
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
-	p.cmd = exec.Command(f.bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store, "--key-file", f.keyFile,
-		"--lease-ttl", leaseTTL.String()}, args...)...)
+	args = append(append([]string{"serve", "--listen", "127.0.0.1:0", "--store", f.store, "--key-file", f.keyFile,
+		"--lease-ttl", leaseTTL.String()}, f.flags...), args...)
+	p.cmd = exec.Command(f.bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

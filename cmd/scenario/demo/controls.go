@@ -28,13 +28,17 @@ const (
 	Breaker                Control = "breaker"
 	LinePricing            Control = "line_pricing"
 	ApprovalRoleFloor      Control = "approval_role_floor"
+	ReferenceKeys          Control = "reference_keys"
+	EffectFence            Control = "effect_fence"
+	LeaseFencing           Control = "lease_fencing"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, ApprovalRoleFloor}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, ApprovalRoleFloor, ReferenceKeys,
+		EffectFence, LeaseFencing}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -75,6 +79,12 @@ func Without(cs ...Control) engine.Controls {
 			c.LinePricing = false
 		case ApprovalRoleFloor:
 			c.ApprovalRoleFloor = false
+		case ReferenceKeys:
+			c.ReferenceKeys = false
+		case EffectFence:
+			c.EffectFence = false
+		case LeaseFencing:
+			c.LeaseFencing = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

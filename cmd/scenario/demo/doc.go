@@ -19,7 +19,8 @@
 //     offered to a running sidecar.
 //   - RunCrashMatrix: a refund and a reshipment crashed at each failpoint,
 //     resumed by a new stack over the same directory, with and without
-//     the write-ahead record.
+//     the write-ahead record (and the order system's reference key,
+//     which alone would catch the second reshipment).
 //   - RunReconciliation: one planted example of every difference class,
 //     the report and its repair classes, and the report after a restart.
 //   - RunControls: the control-removal matrix.

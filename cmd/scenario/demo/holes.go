@@ -29,7 +29,10 @@ import (
 // agent repeating a reship, a narrower token or an operator's bundle would.
 
 // replayedToken: a reship token captured in flight is posted to the order
-// system three times. Invariant: one shipment.
+// system three times. Invariant: one shipment. Two layers hold it: the
+// single-use check refuses the replays, and the reference the token binds
+// is the order system's idempotency key, which answers them with the first
+// shipment.
 func replayedToken(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
 	st, err := start(ctx, dir, setup{controls: c})
 	if err != nil {

@@ -49,7 +49,8 @@ func Checks() []Check {
 		{Test: "lost response, retried", Removes: []Control{IdempotencyKeys}, Run: lostResponse},
 		{Test: "model repeats the same call", Removes: []Control{RunDedupe, IdempotencyKeys},
 			Layers: []Control{RunDedupe, IdempotencyKeys}, Run: repeatedCall},
-		{Test: "crash at each point, then resume", Removes: []Control{WriteAhead}, Run: crashEveryPoint},
+		{Test: "crash at each point, then resume", Removes: []Control{WriteAhead, ReferenceKeys},
+			Layers: []Control{WriteAhead, ReferenceKeys}, Run: crashEveryPoint},
 		{Test: "approval arrives after a restart", Run: approvalAfterRestart},
 		{Test: "plan amended after approval", Removes: []Control{BindApproval}, Run: amendedAfterApproval},
 		{Test: "refunds split to stay under the threshold", Removes: []Control{Cumulative}, Run: splitRefunds},
@@ -57,7 +58,8 @@ func Checks() []Check {
 		{Test: "policy bug, token ceiling holds", Removes: []Control{DownstreamCeiling}, Run: tokenCeiling},
 		{Test: "tool switched off mid-run", Removes: []Control{CheckSwitchAtExecution}, Run: switchedOffMidRun},
 		{Test: "approver authority rules", Run: approverRules},
-		{Test: "captured reship token replayed", Removes: []Control{SingleUseTokens}, Run: replayedToken},
+		{Test: "captured reship token replayed", Removes: []Control{SingleUseTokens, ReferenceKeys},
+			Layers: []Control{SingleUseTokens, ReferenceKeys}, Run: replayedToken},
 		{Test: "one order reshipped in four workflows", Removes: []Control{ReshipHistory}, Run: reshipAcrossWorkflows},
 		{Test: "narrower token in an older workflow", Removes: []Control{NarrowDelegation}, Run: narrowedToken},
 		{Test: "unknown reship, another workflow ships", Removes: []Control{ResolveByReference}, Run: unknownReshipCredit},
@@ -65,6 +67,8 @@ func Checks() []Check {
 		{Test: "agent version keeps proposing bad refunds", Removes: []Control{Breaker}, Run: failingAgent},
 		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
 		{Test: "approval role floor", Removes: []Control{ApprovalRoleFloor}, Run: approvalRoleFloor},
+		{Test: "paused holder's refund, survivor's 503", Removes: []Control{EffectFence}, Run: pausedHolderRefund},
+		{Test: "paused holder writes after the takeover", Removes: []Control{LeaseFencing}, Run: pausedHolderLateWrite},
 	}
 }
 

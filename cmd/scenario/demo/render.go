@@ -96,7 +96,7 @@ func (g Gate) WriteText(w io.Writer) error {
 func (m CrashMatrix) WriteText(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("crash matrix: crash at a point, start a new stack over the same data dir, let it resume, count the effects\n")
-	fmt.Fprintf(&b, "  %-7s %-16s  %-24s %s\n", "step", "crash point", "designed: effects", "write_ahead removed: effects")
+	fmt.Fprintf(&b, "  %-7s %-16s  %-24s %s\n", "step", "crash point", "designed: effects", "write_ahead, reference_keys removed: effects")
 	for _, r := range m.Rows {
 		fmt.Fprintf(&b, "  %-7s %-16s  %-24s %s\n", r.Step, r.Point, effects(r.Designed, r.Step), effects(r.WithoutWriteAhead, r.Step))
 	}

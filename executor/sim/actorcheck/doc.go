@@ -25,7 +25,8 @@
 //	401 unknown_kid        kid not in the JWKS, even after one refresh
 //	401 bad_signature      the signature does not verify with the kid's key
 //	401 exp_missing        no exp claim
-//	401 token_expired      exp <= now
+//	401 token_expired      exp <= now, checked when the request arrives and
+//	                       again when its effect commits ([Claims.Unexpired])
 //	401 token_lifetime     no iat, exp - iat over 120 s ([MaxLifetime]), or
 //	                       iat more than 5 s ahead of now ([MaxClockSkew])
 //	401 token_malformed    the epoch claim differs from the kid's N, aud is
@@ -45,6 +46,21 @@
 //
 // Refusing on unverified data (alg, act, iss, kid) is safe: only acceptance
 // needs a verified signature, and every accepted token has one.
+//
+// # Expiry at commit
+//
+// A token's exp bounds when the request it carries can take effect, not
+// only when it may arrive: a receiver checks exp again in the transaction
+// that commits the request's effect, after whatever held the request up
+// (a queue, a lock, a slow disk; the simulators' injected delay_writes_ms
+// comes before the handler and the commit after it). countersign relies
+// on it: once every token minted for a step has expired (plus the clock
+// skew it allows receivers), a lookup that still finds no effect proves
+// that none will land, and only then does it send the call again. A
+// receiver that checked exp only on arrival would let a request that
+// waited past it land after that proof. The simulators check it at commit
+// (package simserver, Core.Act), refusing 401 token_expired without using
+// up the jti.
 //
 // # Single use
 //

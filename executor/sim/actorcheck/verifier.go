@@ -37,9 +37,10 @@ const (
 	DefaultFetchTimeout = 5 * time.Second
 )
 
-// Lifetime policy. An actor token is minted for one attempt and lives 60 s;
-// a token that claims to live longer, or to have been issued later than
-// now, was not minted by a minter keeping that policy.
+// Lifetime policy. An actor token is minted for one attempt and lives
+// seconds (15 s by default, at most 120 s); a token that claims to live
+// longer, or to have been issued later than now, was not minted by a
+// minter keeping that policy.
 const (
 	// MaxLifetime bounds exp - iat.
 	MaxLifetime = 120 * time.Second
@@ -146,6 +147,20 @@ type Claims struct {
 	ID        string // jti
 	IssuedAt  time.Time
 	Expiry    time.Time
+}
+
+// Unexpired refuses the token (401 token_expired) when it has expired by
+// now. [Verifier.Authenticate] checks exp when the request arrives; a
+// receiver checks it again at the moment it commits what the request asks
+// (see "Expiry at commit" in the package doc), so a request held up on
+// the way, in a queue or a slow transaction, acts only while its token
+// still stands.
+func (c Claims) Unexpired(now time.Time) error {
+	if !now.Before(c.Expiry) {
+		return unauthorized(CodeTokenExpired, fmt.Sprintf("the token expired at %s, before the request could be committed",
+			c.Expiry.UTC().Format(time.RFC3339)))
+	}
+	return nil
 }
 
 // Want is what one request needs from a token: this system, this operation,

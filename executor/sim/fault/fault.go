@@ -12,7 +12,12 @@
 // writes only (POST, PUT, PATCH, DELETE), so that a caller can read the
 // order, then send a write that gets no answer in time. They are set from Go ([Injector.Set]), over HTTP
 // (PUT /_sim/faults with the JSON of [Faults]; GET returns the current
-// counters) or by flags of the sim command.
+// counters and, as held, how many requests a delay holds now) or by flags
+// of the sim command. A request keeps the delay it began with when the
+// faults change; POST /_sim/faults/release ([Injector.Release]) ends the
+// delays of the requests held now. A delayed request is acted on after its delay, and
+// its actor token is checked then (package simserver): a request held past
+// its token's exp is refused, as a real system of record must refuse it.
 package fault
 
 import (
@@ -21,6 +26,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/executor/sim/simhttp"
@@ -65,6 +71,11 @@ type Injector struct {
 
 	mu sync.Mutex
 	f  Faults
+	// held counts the requests a delay holds now (Held).
+	held atomic.Int64
+	// release is closed by Release, ending the delays begun before it;
+	// nil until a delay or a Release needs one.
+	release chan struct{}
 }
 
 // ErrInvalid is returned by Set for counters it cannot apply.
@@ -103,14 +114,43 @@ func (i *Injector) Delay(ctx context.Context, write bool) error {
 	if d <= 0 {
 		return nil
 	}
+	released := i.released()
+	i.held.Add(1)
+	defer i.held.Add(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
+	case <-released:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// released is the channel the next Release closes.
+func (i *Injector) released() chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.release == nil {
+		i.release = make(chan struct{})
+	}
+	return i.release
+}
+
+// Release ends the delay of every request held now: they go on at once,
+// as if their delay had run out. A delay still set holds the requests
+// that come after. A test that holds a request to let something happen
+// meanwhile releases it when that has happened, rather than guessing a
+// delay long enough.
+func (i *Injector) Release() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.release != nil {
+		close(i.release)
+	}
+	i.release = make(chan struct{})
 }
 
 // Take consumes one unit of each pending counter for one new write and
@@ -174,10 +214,28 @@ func DropResponse(w http.ResponseWriter) error {
 	return simhttp.ErrAnswered
 }
 
+// Held is how many requests the delay faults hold at this moment: a test
+// that needs a request to be on its way (sent, not yet acted on) waits for
+// it rather than for a guessed time.
+func (i *Injector) Held() int { return int(i.held.Load()) }
+
+// State is what GET /_sim/faults answers: the counters and how many
+// requests the delays hold now (read only).
+type State struct {
+	Faults
+	Held int `json:"held"`
+}
+
 // Routes serves GET and PUT /_sim/faults on rt.
 func (i *Injector) Routes(rt *simhttp.Router) {
 	rt.Handle(http.MethodGet, "/_sim/faults", func(w http.ResponseWriter, _ *http.Request) error {
-		simhttp.WriteJSON(w, http.StatusOK, i.Get())
+		simhttp.WriteJSON(w, http.StatusOK, State{Faults: i.Get(), Held: i.Held()})
+		return nil
+	})
+	rt.Handle(http.MethodPost, "/_sim/faults/release", func(w http.ResponseWriter, _ *http.Request) error {
+		held := i.Held()
+		i.Release()
+		simhttp.WriteJSON(w, http.StatusOK, map[string]int{"released": held})
 		return nil
 	})
 	rt.Handle(http.MethodPut, "/_sim/faults", func(w http.ResponseWriter, r *http.Request) error {

@@ -84,3 +84,42 @@ func TestDelayWritesOnly(t *testing.T) {
 		t.Fatalf("a write: Delay = %v, want held until the deadline", err)
 	}
 }
+
+// A held request keeps the delay it began with when the faults change, is
+// counted as held while it waits, and goes on at once when released; a
+// request that comes after the release is held again while the delay is
+// set.
+func TestReleaseEndsTheDelaysHeldNow(t *testing.T) {
+	var i fault.Injector
+	if err := i.Set(fault.Faults{DelayWritesMS: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- i.Delay(context.Background(), true) }()
+	for i.Held() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := i.Set(fault.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the held write went on when the faults changed: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	i.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("released: %v", err)
+	}
+	if n := i.Held(); n != 0 {
+		t.Fatalf("%d held after the release", n)
+	}
+	if err := i.Set(fault.Faults{DelayWritesMS: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := i.Delay(ctx, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write after the release: %v, want held", err)
+	}
+}

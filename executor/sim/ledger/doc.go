@@ -28,7 +28,9 @@
 //	                         key the request's Idempotency-Key (none if none)
 //	POST /_sim/external-entries  {"order","amount","by"}: a finance clerk's
 //	                         entry, made outside the sidecar (no token)
-//	GET|PUT /_sim/faults     the fault counters (package fault)
+//	GET|PUT /_sim/faults     the fault counters (package fault); GET
+//	                         also says how many requests a delay holds
+//	POST /_sim/faults/release  ends the delays of the requests held now
 //
 // Every error is {"error":{"code","message"}}. Bodies are decoded strictly:
 // one JSON object, no unknown or duplicate fields, no trailing data, amounts

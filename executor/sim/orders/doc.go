@@ -5,13 +5,21 @@
 //
 // Like the ledger it verifies every actor token itself (package
 // actorcheck) against the sidecar's JWKS and imports nothing of the sidecar
-// or the engine. Unlike the ledger it has no idempotency keys: every
-// accepted reship request creates a shipment. That is why countersign calls
-// it at most once. Each reship carries a reference (countersign derives it
+// or the engine. Each reship carries a reference (countersign derives it
 // from the step), bound in the actor token (claim ref) and stored with the
 // shipment, so that a caller whose answer was lost can find its own
 // shipment by reference instead of guessing from a count that other
 // callers' shipments change too.
+//
+// The reference is also the reshipment's idempotency key, as the ledger's
+// Idempotency-Key is a refund's: a reship request under a reference
+// already shipped makes no shipment and answers the first one (200,
+// "Idempotent-Replayed: true"); under a reference that shipped another
+// order it is refused (409 reference_reused). So a request that lands
+// late, after its caller concluded it never would and asked again, still
+// ships once. A real order system behind countersign must do the same
+// (README, "Integrating a system of record"). Options.NoReferenceKey
+// turns it off, for the tests that show it is load-bearing.
 //
 // Every actor token is accepted once (401 token_replayed, the jtis kept in
 // orders.db until the tokens expire): a captured reship token posted three
@@ -28,7 +36,10 @@
 //	                                body {"reference":R} (none: 400
 //	                                reference_missing; another than the
 //	                                token's: 403 reference_mismatch); 201
-//	                                {"id":"S1","order","reference","by","agent","at"}
+//	                                {"id":"S1","order","reference","by","agent","at"};
+//	                                a reference already shipped: 200 with
+//	                                that shipment, or 409 reference_reused
+//	                                when it shipped another order
 //	GET  /orders/{id}/shipments     {"shipments":[...]} (a reporting read, no
 //	                                token); ?reference=R only those carrying R
 //	GET  /shipments                 every shipment, in id order (no token)
@@ -45,7 +56,9 @@
 //	POST /_sim/external-shipments   {"order","by"}: a shipment made outside
 //	                                the sidecar (admin, no token)
 //	GET|PUT /_sim/faults            the fault counters (package fault;
-//	                                wrong_amount does not apply here)
+//	                                wrong_amount does not apply here); GET
+//	                                also says how many requests a delay holds
+//	POST /_sim/faults/release       ends the delays of the requests held now
 //
 // An order carries its lines, {"id","sku","description","unit_amount",
 // "quantity","refunded_quantity"}, which add up to what was paid. The

@@ -7,6 +7,9 @@ import "errors"
 const (
 	// CodeReferenceMissing: 400, a reship request without a reference.
 	CodeReferenceMissing = "reference_missing"
+	// CodeReferenceReused: 409, a reship under a reference that already
+	// shipped another order.
+	CodeReferenceReused = "reference_reused"
 	// CodeLineNotFound: 409, a line-item refund of a line the order does
 	// not have.
 	CodeLineNotFound = "line_not_found"

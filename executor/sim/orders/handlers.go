@@ -12,6 +12,11 @@ import (
 	"github.com/countersign/countersign/executor/strictjson"
 )
 
+// HeaderReplayed marks the answer to a reship under a reference already
+// shipped: 200 with the first shipment, as the ledger marks a replayed
+// idempotency key.
+const HeaderReplayed = "Idempotent-Replayed"
+
 func (s *Server) routes() {
 	rt := s.core.Router
 	rt.Handle(http.MethodGet, "/orders/{id}", s.getOrder)
@@ -79,12 +84,18 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) error {
 		return s.core.Refuse(claims, err)
 	}
 	out, err := s.ship(Shipment{Kind: KindReship, Order: id, Reference: ref, By: claims.Subject, Agent: claims.Agent}, &claims)
-	if err != nil {
+	switch {
+	case err != nil:
 		return notFound(err)
-	}
-	if out.effects.LoseResponse {
-		s.core.Log.Warn("fault: lose_response", "shipment", out.shipment.ID)
+	case out.refusal != nil:
+		return out.refusal
+	case out.effects.LoseResponse:
+		s.core.Log.Warn("fault: lose_response", "shipment", out.shipment.ID, "replay", out.replayed)
 		return fault.DropResponse(w)
+	case out.replayed:
+		w.Header().Set(HeaderReplayed, "true")
+		simhttp.WriteJSON(w, http.StatusOK, out.shipment)
+		return nil
 	}
 	simhttp.WriteJSON(w, http.StatusCreated, out.shipment)
 	return nil

@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/actorcheck/actorchecktest"
@@ -35,32 +38,42 @@ var seed = []orders.Order{
 type env struct {
 	t           testing.TB
 	allowReplay bool // the single-use check removed
+	noRefKey    bool // the reference no idempotency key
 	iss         *actorchecktest.Issuer
 	srv         *orders.Server
+	clock       *simclock.Clock // the order system's
 	url         string
 	dir         string
 	client      *http.Client
 }
 
 func start(t testing.TB, allowReplay ...bool) *env {
+	return startWith(t, func(e *env) { e.allowReplay = len(allowReplay) > 0 && allowReplay[0] })
+}
+
+// startWith starts an order system with the removals set sets on its env.
+func startWith(t testing.TB, set func(*env)) *env {
 	t.Helper()
 	iss := actorchecktest.NewIssuer(t)
 	iss.Clock = simclock.New(t0)
-	e := &env{t: t, iss: iss, dir: t.TempDir(), allowReplay: len(allowReplay) > 0 && allowReplay[0],
+	e := &env{t: t, iss: iss, dir: t.TempDir(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	set(e)
 	e.serve(seed)
 	return e
 }
 
 func (e *env) serve(seedOrders []orders.Order) {
 	e.t.Helper()
+	e.clock = simclock.New(t0.Add(time.Second))
 	srv, err := orders.Open(orders.Options{
 		Options: simserver.Options{
 			DataDir: e.dir, JWKSURL: e.iss.JWKSURL(), NoSync: true,
-			Clock:            simclock.New(t0.Add(time.Second)),
+			Clock:            e.clock,
 			AllowTokenReplay: e.allowReplay,
 		},
-		Orders: seedOrders,
+		Orders:         seedOrders,
+		NoReferenceKey: e.noRefKey,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -219,7 +232,7 @@ func TestLookupAndReship(t *testing.T) {
 	if r := e.must("GET", "/orders/O-9999", e.token("lookup", "lookup_order", "O-9999"), ""); r.status != 404 || r.code(t) != "not_found" {
 		t.Fatalf("unknown order: %d %s", r.status, r.body)
 	}
-	// No idempotency: each accepted request is a shipment.
+	// Each new reference is a new shipment.
 	for i, ref := range []string{"R1", "R2"} {
 		r := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", ref), refBody(ref))
 		var sh orders.Shipment
@@ -307,8 +320,11 @@ func TestSeededOnlyOnce(t *testing.T) {
 
 func TestFaults(t *testing.T) {
 	e := start(t)
-	reship := func() (response, error) {
-		return e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "R1"), refBody("R1"))
+	n := 0
+	reship := func() (response, error) { // a new reference each time: a new shipment
+		n++
+		ref := fmt.Sprintf("R%d", n)
+		return e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", ref), refBody(ref))
 	}
 	// lose_response: the shipment exists, the client sees EOF.
 	if err := e.srv.SetFaults(orders.Faults{LoseResponse: 1}); err != nil {
@@ -454,10 +470,10 @@ func TestReshipTokenReplayed(t *testing.T) {
 	}{
 		{"posted three times: one shipment", false, false, 1},
 		{"posted again after a restart: one shipment", false, true, 1},
-		{"check removed: three shipments", true, false, 3},
+		{"check removed and the reference no key: three shipments", true, false, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := start(t, tc.allowReplay)
+			e := startWith(t, func(e *env) { e.allowReplay, e.noRefKey = tc.allowReplay, tc.allowReplay })
 			captured := e.reshipToken("O-1001", "cs-w1")
 			for i := range 3 {
 				if i == 1 && tc.restart {
@@ -593,5 +609,118 @@ func TestOrderCurrency(t *testing.T) {
 	}
 	if code, _ := post(`{"id":"O-8003","region":"EU","customer":"c","paid":1000,"status":"shipped","currency":"euro"}`); code != http.StatusUnprocessableEntity {
 		t.Errorf("currency euro: %d, want 422", code)
+	}
+}
+
+// TestReferenceIsTheIdempotencyKey: a reship under a reference already
+// shipped, with a token of its own, ships nothing and answers the first
+// shipment (200, Idempotent-Replayed), so a request that lands late after
+// its caller asked again ships once; under a reference that shipped
+// another order it is refused. A file written before references were keys
+// is indexed when it is opened. With the key removed every request ships.
+func TestReferenceIsTheIdempotencyKey(t *testing.T) {
+	e := start(t)
+	first := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "cs-w1"), refBody("cs-w1"))
+	if first.status != 201 {
+		t.Fatalf("first reship: %d %s", first.status, first.body)
+	}
+	again := func(label string) {
+		t.Helper()
+		r := e.must("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "cs-w1"), refBody("cs-w1"))
+		if r.status != 200 || r.header.Get(orders.HeaderReplayed) != "true" || string(r.body) != string(first.body) {
+			t.Fatalf("%s: %d %q %s, want 200 replayed %s", label, r.status, r.header.Get(orders.HeaderReplayed), r.body, first.body)
+		}
+	}
+	again("the same reference again")
+	if r := e.must("POST", "/orders/O-1002/shipments", e.reshipToken("O-1002", "cs-w1"), refBody("cs-w1")); r.status != 409 || r.code(t) != orders.CodeReferenceReused {
+		t.Fatalf("the reference on another order: %d %s, want 409 %s", r.status, r.body, orders.CodeReferenceReused)
+	}
+	// lose_response applies to a replayed answer too, and keeps nothing more.
+	if err := e.srv.SetFaults(orders.Faults{LoseResponse: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "cs-w1"), refBody("cs-w1")); err == nil {
+		t.Fatal("the replay's answer was not lost")
+	}
+	if n := len(e.shipments("O-1001")); n != 1 {
+		t.Fatalf("%d shipments of O-1001, want 1", n)
+	}
+
+	// A file from before: its reference index is built at open.
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(e.dir, orders.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("references")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.serve(seed)
+	again("after reopening a file without the index")
+
+	removed := startWith(t, func(e *env) { e.noRefKey = true })
+	for range 2 {
+		if r := removed.must("POST", "/orders/O-1001/shipments", removed.reshipToken("O-1001", "cs-w1"), refBody("cs-w1")); r.status != 201 {
+			t.Fatalf("key removed: %d %s, want 201", r.status, r.body)
+		}
+	}
+	if n := len(removed.shipments("O-1001")); n != 2 {
+		t.Fatalf("key removed: %d shipments, want 2", n)
+	}
+}
+
+// TestTokenCheckedAgainAtCommit: a reship held up by the write delay
+// while its token expires is refused 401 token_expired when it comes to
+// commit, and ships nothing: the receiver checks exp when the effect
+// commits, not only when the request arrived. GET /_sim/faults shows the
+// request held meanwhile, which is what the test waits on, and POST
+// /_sim/faults/release lets it go.
+func TestTokenCheckedAgainAtCommit(t *testing.T) {
+	e := start(t)
+	if r := e.must("PUT", "/_sim/faults", "", `{"delay_writes_ms":60000}`); r.status != 200 {
+		t.Fatalf("PUT faults: %d %s", r.status, r.body)
+	}
+	answered := make(chan response, 1)
+	go func() {
+		r, err := e.do("POST", "/orders/O-1001/shipments", e.reshipToken("O-1001", "cs-held"), refBody("cs-held"))
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st struct{ Held int }
+		r := e.must("GET", "/_sim/faults", "", "")
+		if err := json.Unmarshal(r.body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Held == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reship was never held: %s", r.body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.clock.Advance(time.Hour) // the token (exp t0 + 60 s) expires while it waits
+	if r := e.must("POST", "/_sim/faults/release", "", ""); r.status != 200 || string(r.body) != `{"released":1}`+"\n" {
+		t.Fatalf("release: %d %s", r.status, r.body)
+	}
+	select {
+	case r := <-answered:
+		if r.status != 401 || r.code(t) != actorcheck.CodeTokenExpired {
+			t.Fatalf("the held reship answered %d %s, want 401 %s", r.status, r.body, actorcheck.CodeTokenExpired)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held reship never answered")
+	}
+	if n := len(e.shipments("O-1001")); n != 0 {
+		t.Fatalf("%d shipments, want none", n)
 	}
 }

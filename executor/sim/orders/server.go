@@ -34,12 +34,19 @@ type Options struct {
 	// Orders seed a newly created file. A file that already exists keeps
 	// its orders.
 	Orders []Order
+	// NoReferenceKey ships on every accepted reship request, even under a
+	// reference already shipped, as the order system did before a
+	// reference was its idempotency key. It exists ONLY for the tests
+	// that remove that control (engine.Controls.ReferenceKeys); the sim
+	// command has no flag for it.
+	NoReferenceKey bool
 }
 
 // Server is the order system: an http.Handler over a bbolt file.
 type Server struct {
 	*simserver.Server // ServeHTTP, Serve, Close, SetFaults, Faults
 	core              *simserver.Core
+	noReferenceKey    bool
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -65,7 +72,7 @@ func Open(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Server: srv, core: core}
+	s := &Server{Server: srv, core: core, noReferenceKey: o.NoReferenceKey}
 	s.routes()
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/executor/sim/actorcheck"
 	"github.com/countersign/countersign/executor/sim/fault"
+	"github.com/countersign/countersign/executor/sim/simhttp"
 )
 
 var (
@@ -124,15 +126,25 @@ type Shipment struct {
 var (
 	bucketOrders      = []byte("orders")       // id -> Order JSON
 	bucketShipments   = []byte("shipments")    // 8-byte big-endian seq -> Shipment JSON
+	bucketReferences  = []byte("references")   // reship reference -> 8-byte seq of its first shipment
 	bucketLineRefunds = []byte("line_refunds") // ledger idempotency key -> LineRefund JSON
 	bucketMeta        = []byte("meta")
 	keySeeded         = []byte("seeded")
 )
 
 // initialize creates the buckets and, the first time only, seeds orders.
+// A file written before references were keys gets its reference index
+// built from its shipments, once (the first shipment of a reference is
+// the one a repeated request answers).
 func initialize(tx *bolt.Tx, seed []Order) error {
-	for _, b := range [][]byte{bucketOrders, bucketShipments, bucketLineRefunds, bucketMeta} {
+	unindexed := tx.Bucket(bucketReferences) == nil && tx.Bucket(bucketShipments) != nil
+	for _, b := range [][]byte{bucketOrders, bucketShipments, bucketReferences, bucketLineRefunds, bucketMeta} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	if unindexed {
+		if err := indexReferences(tx); err != nil {
 			return err
 		}
 	}
@@ -203,21 +215,59 @@ func (s *Server) PutOrder(o Order) (created bool, err error) {
 	return created, nil
 }
 
-// shipped is the outcome of one shipment write.
+// indexReferences indexes every reshipment of the file by its reference.
+func indexReferences(tx *bolt.Tx) error {
+	refs := tx.Bucket(bucketReferences)
+	return tx.Bucket(bucketShipments).ForEach(func(k, v []byte) error {
+		var sh Shipment
+		if err := json.Unmarshal(v, &sh); err != nil {
+			return err
+		}
+		if sh.Reference == "" || refs.Get([]byte(sh.Reference)) != nil {
+			return nil
+		}
+		return refs.Put([]byte(sh.Reference), k)
+	})
+}
+
+// shipped is the outcome of one shipment write: the shipment made, or the
+// one a repeated reference names (replayed), or a refusal.
 type shipped struct {
 	shipment Shipment
+	replayed bool
+	refusal  error
 	effects  fault.Effects
 }
 
 // ship records a shipment of an existing order. A shipment authorized by a
 // token records the token's jti in the same transaction (Core.Act), which
 // concurrent requests share; the injected faults apply to those only.
+//
+// A reshipment's reference is its idempotency key: a request under a
+// reference already shipped makes no shipment and answers the first one
+// (replayed), as the ledger answers a repeated key; under a reference
+// shipped for another order it is refused (409 reference_reused). So a
+// request that lands late, after its caller gave up on it and asked
+// again, ships nothing twice. Options.NoReferenceKey turns that off.
 func (s *Server) ship(sh Shipment, token *actorcheck.Claims) (shipped, error) {
 	var (
 		out     shipped
 		missing error
 		taken   *fault.Effects // taken once: the function may run again
 	)
+	take := func(replay bool) fault.Effects {
+		switch {
+		case token == nil:
+			return fault.Effects{} // no faults outside requests
+		case taken == nil && replay:
+			effects := s.core.Faults.TakeReplay()
+			taken = &effects
+		case taken == nil:
+			effects := s.core.Faults.Take(false)
+			taken = &effects
+		}
+		return *taken
+	}
 	fn := func(tx *bolt.Tx) error {
 		out = shipped{}
 		if _, missing = getOrder(tx, sh.Order); missing != nil {
@@ -226,20 +276,16 @@ func (s *Server) ship(sh Shipment, token *actorcheck.Claims) (shipped, error) {
 			}
 			return missing
 		}
-		b := tx.Bucket(bucketShipments)
+		b, refs := tx.Bucket(bucketShipments), tx.Bucket(bucketReferences)
+		if seq := refs.Get([]byte(sh.Reference)); sh.Reference != "" && seq != nil && !s.noReferenceKey {
+			return s.replay(tx, sh, seq, &out, take)
+		}
 		seq, err := b.NextSequence()
 		if err != nil {
 			return err
 		}
 		sh.ID, sh.At = "S"+strconv.FormatUint(seq, 10), s.core.Clock.Now().UTC()
-		if token != nil && taken == nil {
-			effects := s.core.Faults.Take(false)
-			taken = &effects
-		}
-		if taken != nil {
-			out.effects = *taken
-		}
-		out.shipment = sh
+		out.shipment, out.effects = sh, take(false)
 		if out.effects.LoseWrite {
 			s.core.Log.Warn("fault: lose_write", "shipment", sh.ID)
 			return nil
@@ -248,7 +294,13 @@ func (s *Server) ship(sh Shipment, token *actorcheck.Claims) (shipped, error) {
 		if err != nil {
 			return err
 		}
-		return b.Put(binary.BigEndian.AppendUint64(nil, seq), v)
+		key := binary.BigEndian.AppendUint64(nil, seq)
+		if sh.Reference != "" && refs.Get([]byte(sh.Reference)) == nil {
+			if err := refs.Put([]byte(sh.Reference), key); err != nil {
+				return err
+			}
+		}
+		return b.Put(key, v)
 	}
 	var err error
 	if token != nil {
@@ -260,6 +312,26 @@ func (s *Server) ship(sh Shipment, token *actorcheck.Claims) (shipped, error) {
 		err = missing
 	}
 	return out, err
+}
+
+// replay answers a request under a reference already shipped: the first
+// shipment, or a refusal when that was another order's.
+func (s *Server) replay(tx *bolt.Tx, sh Shipment, seq []byte, out *shipped, take func(replay bool) fault.Effects) error {
+	v := tx.Bucket(bucketShipments).Get(seq)
+	if v == nil {
+		return fmt.Errorf("reference %q names a missing shipment", sh.Reference)
+	}
+	var first Shipment
+	if err := json.Unmarshal(v, &first); err != nil {
+		return err
+	}
+	if first.Order != sh.Order {
+		out.refusal = simhttp.Errorf(http.StatusConflict, CodeReferenceReused,
+			"reference %q already shipped order %s (%s); use a new reference for a new reshipment", sh.Reference, first.Order, first.ID)
+		return nil
+	}
+	out.shipment, out.replayed, out.effects = first, true, take(true)
+	return nil
 }
 
 // AddExternalShipment records a shipment made outside the sidecar: no

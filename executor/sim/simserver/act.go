@@ -25,14 +25,26 @@ func (c *Core) Update(fn func(*bolt.Tx) error) error {
 }
 
 // Act serves a request whose token authenticated as claims: in one shared
-// write transaction it records the token's jti and, unless the jti was
-// recorded already (the answer is then actorcheck.Replayed and fn does not
-// run), runs fn, which reads or writes what the request asks. fn follows
-// Update's rules; an answer it gives the request (not found, conflict) is
-// a result it keeps, never an error, so that the jti stays recorded.
+// write transaction it checks that the token has not expired meanwhile
+// (the answer is then 401 token_expired and nothing is recorded), records
+// the token's jti and, unless the jti was recorded already (the answer is
+// then actorcheck.Replayed and fn does not run), runs fn, which reads or
+// writes what the request asks. fn follows Update's rules; an answer it
+// gives the request (not found, conflict) is a result it keeps, never an
+// error, so that the jti stays recorded.
+//
+// The expiry is checked here, in the transaction that commits the effect,
+// and not only when the request arrived: a request held up on the way (by
+// the injected delay, or by a queue of writers) acts only while its token
+// stands, which is what lets countersign conclude, once every token of a
+// step has expired, that no request of it can still land.
 func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
 	var seen bool
+	var expired error
 	err := c.group.Update(func(tx *bolt.Tx) (err error) {
+		if expired = claims.Unexpired(c.Clock.Now()); expired != nil {
+			return nil
+		}
 		if seen, err = c.record(tx, claims); err != nil || seen {
 			return err
 		}
@@ -41,6 +53,8 @@ func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
 	switch {
 	case err != nil:
 		return err
+	case expired != nil:
+		return expired
 	case seen:
 		return actorcheck.Replayed()
 	}

@@ -208,3 +208,9 @@ func (s *Server) SetFaults(f fault.Faults) error { return s.core.Faults.Set(f) }
 
 // Faults returns the pending fault counters.
 func (s *Server) Faults() fault.Faults { return s.core.Faults.Get() }
+
+// Held is how many requests the delay faults hold now.
+func (s *Server) Held() int { return s.core.Faults.Held() }
+
+// ReleaseHeld ends the delay of every request held now.
+func (s *Server) ReleaseHeld() { s.core.Faults.Release() }
