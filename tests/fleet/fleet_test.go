@@ -96,8 +96,14 @@ func (f *fleet) startFirst(t *testing.T, dir string, env []string) *proc {
 // sidecar's systems and identity provider, with extra environment env.
 func (f *fleet) join(t *testing.T, env ...string) *proc {
 	t.Helper()
+	return f.joinAt(t, t.TempDir(), env...)
+}
+
+// joinAt is join over data directory dir: a sidecar restarted over the
+// directory of one that was killed.
+func (f *fleet) joinAt(t *testing.T, dir string, env ...string) *proc {
+	t.Helper()
 	ep := f.first.ep
-	dir := t.TempDir()
 	p := f.start(t, dir, env, "--agent", agent, "--ledger", ep.Ledger, "--orders", ep.Orders,
 		"--issuer", issuer, "--issuer-jwks", ep.IssuerJWKS, "--data", dir)
 	p.ep = ep
@@ -277,6 +283,8 @@ type ledgerEntry struct{ ID, Kind, Order, Key string }
 // step is what the tests read of a step's answer.
 type step struct {
 	N        int
+	Tool     string
+	Args     struct{ Order string }
 	Status   string
 	Rule     string
 	Approval *struct{ ID, Status string }
