@@ -62,6 +62,7 @@ func TestSeededSoak(t *testing.T) {
 	t.Logf("seed %d (COUNTERSIGN_SOAK_SEED=%d reproduces the sequence of operations)", seed, seed)
 
 	f := prepareFleet(t)
+	f.flags = []string{"--dispatch-token-ttl", pauseTokenTTL.String(), "--receiver-clock-skew", pauseSkew.String()}
 	f.startFirst(t, t.TempDir(), nil)
 	a := f.first
 	bDir := t.TempDir()
@@ -402,7 +403,9 @@ func (s *soak) settle(t *testing.T) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(0, 0))
 	var open []string
+	var statuses map[string]int
 	s.a.until(t, "every step settled", func() bool {
+		statuses = map[string]int{}
 		for s.decide(r, "lead-dee", false) || s.decide(r, "lead-eli", false) || s.decide(r, "lead-dee", true) || s.decide(r, "lead-eli", true) {
 		}
 		open = open[:0]
@@ -414,6 +417,7 @@ func (s *soak) settle(t *testing.T) {
 				continue
 			}
 			for _, st := range got.Steps {
+				statuses[st.Status]++
 				if !settledStatus(st.Status) {
 					open = append(open, fmt.Sprintf("%s/%d %s", wf.id, st.N, st.Status))
 					s.send(s.a, token, http.MethodPost, "/v1/workflows/"+wf.id+"/resume", "", nil)
@@ -423,6 +427,7 @@ func (s *soak) settle(t *testing.T) {
 		}
 		return len(open) == 0
 	})
+	t.Logf("every step settled: %v", statuses)
 }
 
 // check holds the invariants against the systems of record.
