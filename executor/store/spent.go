@@ -195,9 +195,10 @@ func (ix spentIndex) indexSums(t *Tx) error {
 	})
 }
 
-// RepSpentSince is the sum of the rep's spent refunds reserved at or after since.
+// RepSpentSince is the sum of the rep's spent refunds reserved at or after
+// since, under every spelling of rep (repKey).
 func (t *Tx) RepSpentSince(rep string, since time.Time) money.Cents {
-	return repSpent.since(t, rep, since)
+	return repSpent.since(t, repKey(rep), since)
 }
 
 // AgentSpentSince is the sum of all spent refunds reserved at or after since.

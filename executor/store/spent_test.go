@@ -236,3 +236,34 @@ func BenchmarkTotalsBusyWindow(b *testing.B) {
 		})
 	}
 }
+
+// One person spends one day under every spelling of their sub: a workflow
+// opened with a token for REP-ANA counts toward rep-ana's cap, and hers
+// toward REP-ANA's.
+func TestRepSpendingUnderEverySpelling(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		mustUpdate(t, db, func(tx *store.Tx) error {
+			for wf, user := range map[string]string{"W-lower": "rep-ana", "W-upper": "REP-ANA", "W-full": "ＲＥＰ－ＡＮＡ", "W-ben": "rep-ben"} {
+				if err := tx.CreateWorkflow(store.Workflow{ID: wf, User: user}); err != nil {
+					return err
+				}
+				if err := tx.PutStep(refund(wf, 1, "O-1", 1000, store.StepDone, t0)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		db.View(func(tx *store.Tx) error {
+			for _, rep := range []string{"rep-ana", "REP-ANA", "Rep-Ana"} {
+				if got := tx.RepSpentSince(rep, t0.Add(-time.Hour)); got != 3000 {
+					t.Errorf("RepSpentSince(%q) = %d, want 3000: three spellings of one rep", rep, got)
+				}
+			}
+			if got := tx.RepSpentSince("rep-ben", t0.Add(-time.Hour)); got != 1000 {
+				t.Errorf("RepSpentSince(rep-ben) = %d, want 1000", got)
+			}
+			return nil
+		})
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -139,13 +140,24 @@ func (t *Tx) unspend(s Step) error {
 	return agentSpent.delete(t, "", s)
 }
 
-// stepUser is the rep a step spends for: the user of its workflow.
+// stepUser is the key of the rep a step spends for: the user of its
+// workflow, as repKey spells it.
 func (t *Tx) stepUser(s Step) string {
 	w, err := t.Workflow(s.Workflow)
 	if err != nil {
 		return ""
 	}
-	return w.User
+	return repKey(w.User)
+}
+
+// repKey is the key of rep's spending: one person under every spelling
+// of their sub (identity.Canonical), so that a token for REP-ANA spends
+// rep-ana's day, not a day of its own.
+func repKey(rep string) string {
+	if c, err := identity.Canonical(rep); err == nil {
+		return c
+	}
+	return rep
 }
 
 func (t *Tx) addOrderSpent(order string, delta money.Cents) error {
