@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/executor/clock"
@@ -23,7 +21,8 @@ type Allowances struct {
 	// Evaluated is how many generated inputs the candidate was asked
 	// about (the bundle in force is asked about those it lets through).
 	Evaluated int `json:"evaluated"`
-	// Examples are the first MaxExamples of them, sorted by kind and input.
+	// Examples are up to MaxExamples of them, in the order their inputs
+	// were generated, one per distinct call or approval and verdicts.
 	Examples []Allowance `json:"examples"`
 	// Incomplete says why the evaluation stopped before every generated
 	// input (a bundle past its deadline, the review's budget).
@@ -156,14 +155,43 @@ func NewAllowances(ctx context.Context, reference, candidate *policy.Bundle, log
 		return Allowances{}, fmt.Errorf("review: %w", err)
 	}
 	out.Count = len(found)
-	slices.SortFunc(found, func(a, b Allowance) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.Input), string(b.Input))
-	})
-	out.Examples = append(out.Examples, found[:min(len(found), MaxExamples)]...)
+	out.Examples = examples(found)
 	return out, nil
+}
+
+// examples are the first MaxExamples allowances in the order their inputs
+// were generated (the changed rules' first), one for each who, what, how
+// much and pair of verdicts: ten inputs that differ only in a total or a
+// workflow's bounds would show a reviewer one thing ten times.
+func examples(found []Allowance) []Allowance {
+	out := []Allowance{}
+	seen := map[string]bool{}
+	for _, a := range found {
+		var in struct {
+			User      *struct{ ID, Region string }
+			Tool      string
+			Args      struct{ Order string }
+			Amount    json.Number
+			Approver  struct{ ID, Role, Region string }
+			Requester struct{ ID string }
+		}
+		var args struct {
+			Args struct {
+				Amount json.Number `json:"amount"`
+			} `json:"args"`
+		}
+		_ = json.Unmarshal(a.Input, &in)
+		_ = json.Unmarshal(a.Input, &args)
+		key := fmt.Sprint(a.Kind, in.User, in.Tool, in.Args.Order, args.Args.Amount, in.Amount, in.Approver, in.Requester, a.Active, a.Candidate)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if out = append(out, a); len(out) == MaxExamples {
+			break
+		}
+	}
+	return out
 }
 
 // Inputs are the call and approver inputs NewAllowances evaluates, in the
@@ -177,17 +205,18 @@ func Inputs(reference, candidate *policy.Bundle, logged []policy.Input) ([]polic
 	if candidate.Limits() != reference.Limits() {
 		limits = append(limits, candidate.Limits())
 	}
-	var callBases []policy.Input
+	// The logged inputs first: real orders and people, where an example
+	// reads as what would happen.
+	recent := newSet[policy.Input](MaxLogged, callKey)
+	for _, in := range logged {
+		recent.add(in)
+	}
+	callBases := recent.items
 	var approverBases []policy.ApproverInput
 	for _, lim := range limits {
 		callBases = append(callBases, policy.CaseInputs(lim)...)
 		approverBases = append(approverBases, policy.ApproverCaseInputs(lim)...)
 	}
-	recent := newSet[policy.Input](MaxLogged, callKey)
-	for _, in := range logged {
-		recent.add(in)
-	}
-	callBases = append(callBases, recent.items...)
 	bounds := []policy.Bounds{reference.Autonomy().Bounds}
 	if b := candidate.Autonomy().Bounds; b != bounds[0] {
 		bounds = append(bounds, b)

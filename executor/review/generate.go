@@ -41,8 +41,8 @@ import (
 // cut at MaxCallInputs call inputs and MaxApproverInputs approver inputs
 // (generate says how each tier is bounded so none crowds out the next):
 //
-//  1. the bases as they are: the gate's cases at the reference's and the
-//     candidate's limits, and the logged inputs;
+//  1. the bases as they are: the logged inputs, then the gate's cases at
+//     the reference's and the candidate's limits;
 //  2. the combo of each rule body that only one bundle has (a changed
 //     rule) applied to each base, then with one member replaced too;
 //  3. each base with one member replaced by each value that can stand
@@ -567,9 +567,27 @@ func seenIn(calls []policy.Input, approvals []policy.ApproverInput) map[kind][]v
 	return out
 }
 
+// orderBook is the order records the bases hold, by id: an input that
+// names one of those orders gets its record, as the engine would read it
+// from the order system.
+type orderBook map[string]policy.Order
+
+func orderBookOf(bases []policy.Input) orderBook {
+	out := orderBook{}
+	for _, in := range bases {
+		if o := in.Order; o != nil && o.ID == in.Args.Order {
+			if _, ok := out[o.ID]; !ok {
+				out[o.ID] = *o
+			}
+		}
+	}
+	return out
+}
+
 // setCall puts v in member path of in, which it copies first; false when
-// in has no such member or v does not fit it.
-func setCall(in policy.Input, a assignment) (policy.Input, bool) {
+// in has no such member or v does not fit it. An order id the book knows
+// brings its record.
+func (book orderBook) setCall(in policy.Input, a assignment) (policy.Input, bool) {
 	in = copyInput(in)
 	s, n := a.v.s, money.Cents(a.v.n)
 	text, number := !a.v.isNum, a.v.isNum
@@ -603,7 +621,11 @@ func setCall(in policy.Input, a assignment) (policy.Input, bool) {
 			return in, false
 		}
 		in.Args.Order = s
-		if in.Order != nil {
+		switch o, ok := book[s]; {
+		case ok && in.Order != nil:
+			o.Lines = slices.Clone(o.Lines)
+			in.Order = &o
+		case in.Order != nil:
 			in.Order.ID = s
 		}
 	case "args.amount":
@@ -706,7 +728,7 @@ func callInputs(l *literals, p pools, bases []policy.Input, bounds []policy.Boun
 		}
 		return out
 	}
-	generate(g, l, singlesOf(callMembers, l, p), bases, setCall, workflows)
+	generate(g, l, singlesOf(callMembers, l, p), bases, orderBookOf(bases).setCall, workflows)
 	return g.items
 }
 
