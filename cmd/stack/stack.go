@@ -152,6 +152,7 @@ func (st *Stack) newPolicy(o Options) {
 		History: release.History{DB: st.Store, Log: st.Audit}, Clock: o.Clock, Timeout: o.PolicyTimeout,
 		Verifier:             o.BundleVerifier,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins,
+		LimitOnlyLoosening:   o.Controls != nil && !o.Controls.TwoPersonLoosening,
 	})
 	st.Releases = release.New(st.Store, st.Policy)
 }

@@ -78,6 +78,13 @@ type Controls struct {
 	// refunds the amount the agent asked for on the order, which nobody
 	// then checks against any line.
 	LinePricing bool
+	// TwoPersonLoosening has a bundle go live on one operator only when
+	// it is a pure tightening of the active one (the same rules, the same
+	// data keys, limits moved the tightening way); anything else waits
+	// for a second operator. Removed, only a declared limit change that
+	// loosens needs two, so a new allow rule goes live on one. The policy
+	// engine enforces it: whoever builds it passes it on.
+	TwoPersonLoosening bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -86,7 +93,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
-		Breaker: true, LinePricing: true,
+		Breaker: true, LinePricing: true, TwoPersonLoosening: true,
 	}
 }
 

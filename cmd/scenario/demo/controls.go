@@ -27,13 +27,14 @@ const (
 	RestrictedBuiltins     Control = "restricted_builtins"
 	Breaker                Control = "breaker"
 	LinePricing            Control = "line_pricing"
+	TwoPersonLoosening     Control = "two_person_loosening"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, TwoPersonLoosening}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -72,6 +73,8 @@ func Without(cs ...Control) engine.Controls {
 			c.Breaker = false
 		case LinePricing:
 			c.LinePricing = false
+		case TwoPersonLoosening:
+			c.TwoPersonLoosening = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

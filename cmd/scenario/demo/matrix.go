@@ -64,6 +64,7 @@ func Checks() []Check {
 		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
 		{Test: "agent version keeps proposing bad refunds", Removes: []Control{Breaker}, Run: failingAgent},
 		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
+		{Test: "two people for any loosening", Removes: []Control{TwoPersonLoosening}, Run: oneOperatorLoosening},
 	}
 }
 
