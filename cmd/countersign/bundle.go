@@ -132,10 +132,12 @@ With --revision and --data it builds a new revision from the one Rego
 source: the .rego files of --rego (tests included), the --data file as
 data.json, and a .manifest with the revision, roots ["countersign"] and
 rego_version 1. Each --limit-change NAME:FROM:TO declares a change of one
-limit of data.countersign.limits in the manifest (metadata.limit_changes):
-FROM is the value in the bundle that will be active when this one is
-activated, TO the value in --data. The gate refuses a bundle whose limits
-differ from the active bundle's without such a declaration.
+limit of data.countersign.limits (refund_auto ...), or of a run bound or a
+breaker threshold that both bundles set (bounds.max_steps,
+breaker.max_failures ...), in the manifest (metadata.limit_changes): FROM is
+the value in the bundle that will be active when this one is activated, TO
+the value in --data. The gate refuses a bundle whose limits differ from the
+active bundle's without such a declaration.
 
 With DIR it packs a bundle directory as it is (.manifest, data.json,
 .rego files).

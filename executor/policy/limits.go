@@ -27,9 +27,11 @@ const LimitChangeUndeclared = "limit_change_undeclared"
 
 // LimitChange is a change of one limit that a bundle declares in its
 // .manifest, metadata.limit_changes: [{"name", "from", "to"}]. Name is a
-// key of data.countersign.limits; From and To are in its units (cents, or
-// seconds for the *_seconds limits). From is the active bundle's value,
-// To the bundle's own.
+// name of the limit table: a key of data.countersign.limits, or
+// "bounds.<member>" or "breaker.<member>" for a run bound or a breaker
+// threshold; From and To are in its units (cents, seconds for the
+// *_seconds limits, or a count). From is the active bundle's value, To
+// the bundle's own.
 type LimitChange struct {
 	Name string `json:"name"`
 	From int64  `json:"from"`
