@@ -255,3 +255,25 @@ func p1File(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// The history lists every record without its review, which may weigh a
+// megabyte of diffs; the record by digest has it.
+func TestHistoryLeavesReviewsToTheRecord(t *testing.T) {
+	e := start(t, devstack.Options{})
+	r := e.uploadAs(t, "", bytes.NewReader(packed(t, p1Edited(t, "p1-ben", spareBen, nil))))
+	r.want(t, http.StatusAccepted, "")
+	var aw review
+	r.decode(t, &aw)
+	var h []map[string]json.RawMessage
+	e.call(t, http.MethodGet, "/v1/bundles", "ops-ida", nil).decode(t, &h)
+	for _, rec := range h {
+		if _, ok := rec["diff"]; ok {
+			t.Errorf("the history lists a review: %s", rec["revision"])
+		}
+	}
+	var rec review
+	e.call(t, http.MethodGet, "/v1/bundles/"+aw.Digest, "ops-ida", nil).decode(t, &rec)
+	if len(rec.Diff) != 1 {
+		t.Errorf("the record by digest: %+v", rec)
+	}
+}

@@ -280,9 +280,12 @@ func storedReview(r store.BundleRecord) review.Review {
 	return rv
 }
 
+// newBundleViews is the history without the reviews: each may hold a
+// megabyte of diffs, and GET /v1/bundles/{digest} answers one.
 func newBundleViews(h []store.BundleRecord) []bundleView {
 	out := make([]bundleView, 0, len(h))
 	for _, r := range h {
+		r.Review = nil
 		out = append(out, newBundleView(r))
 	}
 	return out
