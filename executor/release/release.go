@@ -256,7 +256,9 @@ func (s *Service) activate(ctx context.Context, b *policy.Bundle, a policy.Activ
 // review of b against the bundle it would replace, in a. A bundle the
 // replay cannot evaluate (a forbidden built-in, a deadline) is the gate's
 // to refuse and record; it gets no impact, and its review says it could
-// not be evaluated.
+// not be evaluated. The review is of the bundle in force now; whether a
+// second operator is needed is the policy engine's to decide, under its
+// activation lock, against the bundle it then replaces.
 func (s *Service) withReview(ctx context.Context, b *policy.Bundle, a *policy.Activation) error {
 	imp, logged, err := s.replay(ctx, b)
 	if err == nil {
