@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // apiError is an answer of the contract's error shape.
@@ -77,6 +78,11 @@ func classify(err error) *apiError {
 		return ae
 	case errors.As(err, &ue):
 		return &apiError{Status: http.StatusUnauthorized, Code: string(ue.Code), Message: ue.Message}
+	case errors.Is(err, mcpfront.ErrForbiddenOrigin):
+		// The detail (which origin) stays in the log: the page that sent
+		// it learns only that it may not call.
+		return newError(http.StatusForbidden, "forbidden_origin",
+			"/mcp does not accept requests from this web page's origin; an operator may allow it with serve --mcp-allowed-origins. Clients that are not browsers send no Origin header")
 	case errors.Is(err, authn.ErrUnauthenticated):
 		return newError(http.StatusUnauthorized, "unauthenticated", "%v", err)
 	case errors.Is(err, strictjson.ErrMalformed):
@@ -98,7 +104,7 @@ func classify(err error) *apiError {
 	case errors.Is(err, engine.ErrForbidden):
 		return newError(http.StatusForbidden, "forbidden", "%v", err)
 	case errors.Is(err, engine.ErrWorkflowExists):
-		return newError(http.StatusConflict, "workflow_exists", "%v; use another id, or repeat the first request exactly to get that workflow", err)
+		return newError(http.StatusConflict, "workflow_exists", "%v; use another id (or leave id out for one made for you), or, if you opened it, repeat the first request exactly to get it", err)
 	case errors.Is(err, engine.ErrNotAmendable):
 		return newError(http.StatusConflict, "step_not_amendable", "%v; propose a new step instead", err)
 	case errors.Is(err, engine.ErrNotCompensable):
@@ -175,6 +181,8 @@ func refusalMessage(code string) string {
 		return "the rep who requested the call cannot approve it; ask a lead of the region"
 	case policy.ApproverNotLead:
 		return "only a lead can approve"
+	case engine.ForbiddenRole:
+		return "only a lead approves or rejects, whatever the policy bundle says; ask a lead of the requester's region"
 	case policy.ApprovalExpired:
 		return "the approval expired; the agent's next resume requests a new one"
 	case policy.ApproverOutsideRegion:

@@ -90,7 +90,8 @@ func TestRequestIDs(t *testing.T) {
 }
 
 // TestWorkflowIDs: an id that is present must be one; a repeated open
-// that differs says how.
+// that differs says how to its own rep, and to another only that the id
+// is taken.
 func TestWorkflowIDs(t *testing.T) {
 	e := start(t, devstack.Options{})
 	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]any{"ticket": "T-1", "id": ""}).want(t, http.StatusUnprocessableEntity, "invalid_request")
@@ -101,7 +102,7 @@ func TestWorkflowIDs(t *testing.T) {
 		body map[string]any
 		says string
 	}{
-		{"rep-ben", map[string]any{"ticket": "T-1", "id": "W1"}, "by another user"},
+		{"rep-ben", map[string]any{"ticket": "T-1", "id": "W1"}, `taken: "W1"; use another id`},
 		{"rep-ana", map[string]any{"ticket": "T-2", "id": "W1"}, "for another ticket"},
 		{"rep-ana", map[string]any{"ticket": "T-1", "id": "W1", "agent_version": "v2"}, "with another agent_version"},
 	} {

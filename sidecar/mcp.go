@@ -32,6 +32,19 @@ func (s *Server) newMCP() *mcpfront.Handler {
 	})
 }
 
+// checkOrigin refuses a request to /mcp from a web page whose origin is
+// not allowed (Options.MCPOrigins), before the bearer token is looked at:
+// a foreign page learns nothing from a 401's code and challenge. See
+// mcpfront's package doc, "Origins".
+func (s *Server) checkOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.opts.MCPOrigins.Check(c.Request().Header.Values("Origin")); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
 // serveMCP hands a request that s.authenticate admitted to the MCP front,
 // with the caller it verified. A transport error the MCP SDK answers in
 // plain text (an unknown session, a malformed message) is answered in the

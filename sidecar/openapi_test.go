@@ -133,19 +133,14 @@ var answers = map[string]reflect.Type{
 	"verifyAudit 200":             typeOf[audit.Report](),
 	"runReconciliation 200":       typeOf[reconcile.Report](),
 	"getLatestReconciliation 200": typeOf[reconcile.Report](),
-	// The MCP front answers JSON-RPC or event streams, and the SDK's own
-	// plain-text refusals; a notification's 202 and the end of a session
-	// have no body.
+	// The MCP front answers JSON-RPC or event streams; a notification's
+	// 202 and the end of a session have no body. Its refusals (403
+	// forbidden_origin or another subject's session, 404 an unknown
+	// session) are the API's error body.
 	"mcpPost 200":   nil,
 	"mcpPost 202":   nil,
-	"mcpPost 403":   nil,
-	"mcpPost 404":   nil,
 	"mcpStream 200": nil,
-	"mcpStream 403": nil,
-	"mcpStream 404": nil,
 	"mcpEnd 204":    nil,
-	"mcpEnd 403":    nil,
-	"mcpEnd 404":    nil,
 	// GET / and the lead's page (HTML bodies are not Go values).
 	"index 200":         typeOf[indexAnswer](),
 	"loginPage 200":     nil,

@@ -81,8 +81,8 @@ func TestApprovalQueueIsTheLeadsOwn(t *testing.T) {
 
 	// An operator sees the whole queue and approves nothing.
 	op := e.queue(t, "ops-ida", "?status=pending")[id]
-	if op.ID != id || op.Code != "approver_not_lead" {
-		t.Errorf("operator's queue: %+v; want %s with code approver_not_lead", op, id)
+	if op.ID != id || op.Code != "forbidden_role" {
+		t.Errorf("operator's queue: %+v; want %s with code forbidden_role", op, id)
 	}
 
 	// Once approved it is no longer anyone's to approve.

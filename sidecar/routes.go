@@ -34,9 +34,10 @@ func (s *Server) routes() {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
 	e.GET("/openapi.json", s.openapi)
-	// The MCP front (streamable HTTP): the bearer is verified as on /v1.
+	// The MCP front (streamable HTTP): a browser page's Origin is checked
+	// first, then the bearer is verified as on /v1.
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-		e.Add(m, "/mcp", s.serveMCP, s.authenticate)
+		e.Add(m, "/mcp", s.serveMCP, s.checkOrigin, s.authenticate)
 	}
 	e.GET("/", s.index)
 	s.leadPage().Mount(e)
@@ -59,10 +60,13 @@ func (s *Server) routes() {
 
 	v1.GET("/approvals", lead(s.listApprovals))
 	v1.GET("/approvals/:id", anyone(s.getApproval))
-	// Anyone authenticated may try: the approver rules of the bundle refuse
-	// with a specific code (requester_cannot_approve, approver_not_lead, ...).
-	v1.POST("/approvals/:id/approve", anyone(s.approve))
-	v1.POST("/approvals/:id/reject", anyone(s.reject))
+	// Only a lead decides (the engine's approval floor, on every front,
+	// which no bundle widens; the approver rules then narrow). A rep still
+	// reaches the engine, so that one trying her own call is told it is
+	// hers (requester_cannot_approve, as the seed's table has it); every
+	// other role is refused here already, with the floor's own answer.
+	v1.POST("/approvals/:id/approve", s.deciders(s.approve))
+	v1.POST("/approvals/:id/reject", s.deciders(s.reject))
 
 	v1.GET("/switches", op(s.switches))
 	v1.PUT("/switches/:tool", op(s.setSwitch))
@@ -141,6 +145,18 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// deciders admits the roles that may reach the engine to approve or reject:
+// a lead, and a rep (whose own call the engine refuses as hers). Anyone
+// else gets the answer of the engine's floor, engine.ForbiddenRole.
+func (s *Server) deciders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := person(c).Role; r != engine.RoleLead && r != engine.RoleRep {
+			return &engine.ApprovalRefused{Code: string(engine.ForbiddenRole)}
+		}
 		return next(c)
 	}
 }
@@ -348,10 +364,7 @@ func (s *Server) getApproval(c echo.Context) error {
 	p := person(c)
 	it, err := s.opts.Engine.ApprovalDetail(c.Request().Context(), p, c.Param("id"))
 	if err != nil {
-		return err
-	}
-	if p.Role == engine.RoleRep && p.ID != it.Requester {
-		return newError(http.StatusForbidden, "forbidden", "a rep sees only the approvals of their own calls")
+		return err // another rep's approval is not_found, as an unknown id
 	}
 	return c.JSON(http.StatusOK, newApprovalItemView(it))
 }

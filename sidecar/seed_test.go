@@ -98,7 +98,7 @@ func TestSeedApprovalAuthority(t *testing.T) {
 		code     string
 	}{
 		{"rep-ben", 0, "requester_cannot_approve"},
-		{"rep-cy", 0, "approver_not_lead"},
+		{"rep-cy", 0, "forbidden_role"},
 		{"lead-fay", 0, "above_approver_limit"},
 		{"lead-dee", 0, "approver_outside_region"},
 		{"lead-eli", 1000 * time.Second, "approval_expired"},
@@ -138,7 +138,7 @@ func TestRejectedApproval(t *testing.T) {
 	path := "/v1/approvals/" + s.Approval.ID
 	e.call(t, http.MethodPost, path+"/approve", "rep-ana", map[string]string{"approver": "lead-dee"}).want(t, http.StatusUnprocessableEntity, "")
 	e.call(t, http.MethodPost, path+"/approve", "rep-ana", nil).want(t, http.StatusForbidden, "requester_cannot_approve")
-	e.call(t, http.MethodGet, path, "rep-ben", nil).want(t, http.StatusForbidden, "")
+	e.call(t, http.MethodGet, path, "rep-ben", nil).want(t, http.StatusNotFound, "not_found")
 	e.call(t, http.MethodGet, "/v1/approvals?status=granted", "lead-dee", nil).want(t, http.StatusBadRequest, "invalid_query")
 
 	var a approval

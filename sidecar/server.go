@@ -63,6 +63,10 @@ type Options struct {
 	// PageSessions keep the lead's page's signed-in browsers; nil, in
 	// memory. Sidecars sharing a store pass leadpage.NewStoreSessions.
 	PageSessions leadpage.Sessions
+	// MCPOrigins are the web origins whose pages may call /mcp (serve
+	// --mcp-allowed-origins); the zero value allows none. A request
+	// without an Origin header is not concerned.
+	MCPOrigins mcpfront.Origins
 }
 
 // Server is the sidecar's HTTP server.

@@ -124,7 +124,7 @@ func TestWaitBadRequests(t *testing.T) {
 		{"not a duration", "rep-ben", "/v1/workflows/W1?wait=soon", http.StatusBadRequest, "invalid_query"},
 		{"over a minute", "rep-ben", "/v1/workflows/W1?wait=61s", http.StatusBadRequest, "invalid_query"},
 		{"negative", "rep-ben", "/v1/workflows/W1?wait=-1s", http.StatusBadRequest, "invalid_query"},
-		{"another rep's workflow", "rep-ana", "/v1/workflows/W1?wait=60s", http.StatusForbidden, "forbidden"},
+		{"another rep's workflow", "rep-ana", "/v1/workflows/W1?wait=60s", http.StatusNotFound, "not_found"},
 		{"no such workflow", "rep-ben", "/v1/workflows/W-none?wait=60s", http.StatusNotFound, "not_found"},
 		{"no token", "", "/v1/workflows/W1?wait=60s", http.StatusUnauthorized, ""},
 	} {

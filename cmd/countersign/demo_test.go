@@ -62,7 +62,7 @@ func TestDemoJSON(t *testing.T) {
 		for _, at := range a.Attempts {
 			got = append(got, at.Approver+":"+at.Outcome)
 		}
-		want := "rep-ben:requester_cannot_approve|rep-cy:approver_not_lead|lead-fay:above_approver_limit|lead-dee:approver_outside_region|lead-eli:approval_expired"
+		want := "rep-ben:requester_cannot_approve|rep-cy:forbidden_role|lead-fay:above_approver_limit|lead-dee:approver_outside_region|lead-eli:approval_expired"
 		if strings.Join(got, "|") != want {
 			t.Errorf("attempts %q", got)
 		}

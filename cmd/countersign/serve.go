@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // serveFlags are serve's command line.
@@ -38,6 +39,8 @@ type serveFlags struct {
 	verificationKeyID string
 	// keyFile holds the fleet's key-encryption key.
 	keyFile string
+	// mcpOrigins are the web origins whose pages may call /mcp.
+	mcpOrigins []string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -82,7 +85,13 @@ the same URL shares it: a fleet. --data stays this sidecar's own directory
 first sidecar may run --dev --store URL; others join with the production
 flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 --store. Every sidecar of the fleet, the first included, takes the same
---key-file, which seals the fleet's signing keys in the database.`,
+--key-file, which seals the fleet's signing keys in the database.
+
+A web page may call /mcp only from an origin listed in
+--mcp-allowed-origins (none by default): a request whose Origin header is
+another is refused 403 forbidden_origin before its token is read, against
+DNS rebinding. MCP clients that are not browsers send no Origin and are
+not concerned.`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -104,6 +113,8 @@ flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
 		"PEM public key every bundle must be signed with, in OPA's format (.signatures.json): the one at start, the one restored and every upload (without --dev)")
 	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
+	cmd.Flags().StringSliceVar(&f.mcpOrigins, "mcp-allowed-origins", nil,
+		"web origins (scheme://host[:port], comma-separated or repeated; \"null\" for opaque origins) whose pages may call /mcp; a request with another Origin header is 403 forbidden_origin, one without Origin is not concerned (default none)")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
@@ -120,6 +131,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if f.dev && f.keyFile != "" && f.storeURL == "" {
 		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
+	}
+	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
+		return fmt.Errorf("--mcp-allowed-origins: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
@@ -180,7 +194,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 		return nil, err
 	}
 	log.Info("countersign serving", "dev", false, "sidecar", st.URL, "ledger", opts.LedgerURL,
-		"orders", opts.OrdersURL, "policy_revision", st.Policy.Revision(), "data", f.data)
+		"orders", opts.OrdersURL, "policy_revision", st.Policy.Revision(), "data", f.data, "mcp_allowed_origins", f.mcpOrigins)
 	fmt.Fprintf(cmd.OutOrStdout(), "countersign sidecar on %s; SIGTERM to stop\n", st.URL)
 	return st, nil
 }
@@ -194,12 +208,13 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
 		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
 		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+		MCPAllowedOrigins: f.mcpOrigins,
 	})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("countersign serving", "dev", true, "sidecar", st.Endpoints.Sidecar, "ledger", st.Endpoints.Ledger,
-		"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", f.data)
+		"orders", st.Endpoints.Orders, "policy_revision", st.Policy.Revision(), "data", f.data, "mcp_allowed_origins", f.mcpOrigins)
 	if err := st.WriteFiles(f.data); err != nil {
 		st.Close()
 		return nil, err
@@ -263,7 +278,7 @@ func (f serveFlags) production() (stack.Options, error) {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
-		BundleVerifier: verifier, KeyEncryptionKey: kek}, nil
+		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins}, nil
 }
 
 // keyEncryptionKey reads --key-file, or nil when it is not given.

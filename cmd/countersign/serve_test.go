@@ -99,3 +99,33 @@ func TestBundleVerificationKeyFlag(t *testing.T) {
 		t.Errorf("--bundle-verification-key-id default: %+v", d)
 	}
 }
+
+// --mcp-allowed-origins lists the web origins whose pages may call /mcp:
+// none by default; the production options carry what it lists; an entry
+// that is not an origin is refused before anything starts, in the flag's
+// terms, in either mode.
+func TestMCPAllowedOriginsFlag(t *testing.T) {
+	cmd := newServeCmd()
+	fl := cmd.Flags().Lookup("mcp-allowed-origins")
+	if fl == nil || fl.DefValue != "[]" {
+		t.Fatalf("serve --mcp-allowed-origins: %+v, want a list, empty by default", fl)
+	}
+	if err := cmd.Flags().Parse([]string{"--mcp-allowed-origins", "https://a.example,https://b.example", "--mcp-allowed-origins", "null"}); err != nil {
+		t.Fatal(err)
+	}
+	f := serveFlags{data: t.TempDir(), agent: "support-agent", ledgerURL: "http://127.0.0.1:1", ordersURL: "http://127.0.0.1:1",
+		issuer: "idp", issuerJWKS: "https://idp.example/jwks.json", mcpOrigins: []string{"https://a.example", "null"}}
+	o, err := f.production()
+	if err != nil || strings.Join(o.MCPAllowedOrigins, " ") != "https://a.example null" {
+		t.Fatalf("production options: %v, %v", o.MCPAllowedOrigins, err)
+	}
+	for _, mode := range [][]string{{"--dev"}, {"--agent", "a", "--ledger", "http://127.0.0.1:1", "--orders", "http://127.0.0.1:1", "--issuer", "i", "--issuer-jwks", "/nonexistent"}} {
+		cmd := newServeCmd()
+		cmd.SetArgs(append(mode, "--data", t.TempDir(), "--mcp-allowed-origins", "https://a.example/"))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--mcp-allowed-origins") || !strings.Contains(err.Error(), "trailing /") {
+			t.Errorf("%v with an origin that has a path: %v", mode, err)
+		}
+	}
+}

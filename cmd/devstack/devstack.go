@@ -79,6 +79,8 @@ type Options struct {
 	PolicyTimeout time.Duration
 	// AttemptTimeout: see stack.Options.
 	AttemptTimeout time.Duration
+	// MCPAllowedOrigins: see stack.Options. Default none, as in production.
+	MCPAllowedOrigins []string
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -182,7 +184,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
-		DevLogins: st.leadTokens(),
+		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // Defaults of Options.
@@ -98,6 +99,12 @@ type Options struct {
 	// (serve --key-file). On bbolt the keys stay in DataDir/keys and it
 	// is not used.
 	KeyEncryptionKey *credential.KeyEncryptionKey
+	// MCPAllowedOrigins are the web origins (scheme://host[:port], or
+	// "null") whose pages may call /mcp: a request with any other Origin
+	// header is refused 403 forbidden_origin before its bearer is read. A
+	// request without Origin (an MCP client that is not a browser) is not
+	// concerned. Default none (mcpfront.Origins).
+	MCPAllowedOrigins []string
 }
 
 // Validate reports every problem of o at once.
@@ -122,6 +129,9 @@ func (o Options) Validate() error {
 	}
 	if o.PolicyTimeout < 0 || o.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PolicyTimeout %s and AttemptTimeout %s must not be negative", o.PolicyTimeout, o.AttemptTimeout))
+	}
+	if _, err := mcpfront.ParseOrigins(o.MCPAllowedOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("MCPAllowedOrigins: %w", err))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))

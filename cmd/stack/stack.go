@@ -26,6 +26,7 @@ import (
 	"github.com/countersign/countersign/sidecar"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/leadpage"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // Stack is a running sidecar and the pieces behind it.
@@ -124,7 +125,11 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	}, func() float64 { return float64(st.Engine.Waiting()) })); err != nil {
 		return err
 	}
-	st.Server = st.newServer(o, m)
+	origins, err := mcpfront.ParseOrigins(o.MCPAllowedOrigins) // Validate has refused bad ones
+	if err != nil {
+		return err
+	}
+	st.Server = st.newServer(o, m, origins)
 	st.serve(o, m)
 	return st.resume(ctx, o)
 }
@@ -275,7 +280,7 @@ func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Moni
 // (which openAuthority has made sure of), so that a lead signed in on one
 // sidecar is signed in on every one; alone on bbolt, in memory, so that a
 // restart signs everyone out.
-func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
+func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins) *sidecar.Server {
 	var sessions leadpage.Sessions
 	if st.Store.Shared() {
 		sessions = leadpage.NewStoreSessions(st.Store, o.KeyEncryptionKey, o.Clock)
@@ -284,7 +289,7 @@ func (st *Stack) newServer(o Options, m metrics) *sidecar.Server {
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
-		PageSessions: sessions,
+		PageSessions: sessions, MCPOrigins: origins,
 	})
 }
 

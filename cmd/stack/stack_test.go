@@ -123,11 +123,11 @@ func TestStartRefusesWhatAPersonMustFix(t *testing.T) {
 // TestValidateReportsEveryProblem: a person fixing a configuration sees
 // the whole list at once.
 func TestValidateReportsEveryProblem(t *testing.T) {
-	err := stack.Options{LedgerURL: "ftp://ledger", PolicyTimeout: -1}.Validate()
+	err := stack.Options{LedgerURL: "ftp://ledger", PolicyTimeout: -1, MCPAllowedOrigins: []string{"*"}}.Validate()
 	if err == nil {
 		t.Fatal("empty options are valid")
 	}
-	for _, want := range []string{"DataDir", "Agent", "LedgerURL", "OrdersURL", "Issuers", "PolicyTimeout"} {
+	for _, want := range []string{"DataDir", "Agent", "LedgerURL", "OrdersURL", "Issuers", "PolicyTimeout", "MCPAllowedOrigins"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v does not name %s", err, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -113,8 +114,9 @@ func (e *Engine) Approvals(ctx context.Context, status store.ApprovalStatus) ([]
 	return out, err
 }
 
-// Approve records lead p's approval of approval id, if the approver rules
-// of the active bundle allow it. It executes nothing: the step runs at its
+// Approve records lead p's approval of approval id, if the approval floor
+// (floor: a lead, not the requester) and then the approver rules of the
+// active bundle allow it. It executes nothing: the step runs at its
 // workflow's next resume.
 func (e *Engine) Approve(ctx context.Context, p Person, id, comment string) (store.Approval, error) {
 	return e.decideApproval(ctx, p, id, comment, store.ApprovalApproved)
@@ -151,17 +153,30 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 
 // recordApprovalDecision moves pending approval id to status to for p, or
 // records p's refused attempt, in one transaction under the fleet's active
-// bundle (e.stale).
+// bundle (e.stale). The approval floor comes first, before the approval's
+// status and before the approver rules: a person whose role may never
+// decide is refused whether or not the approval exists or is still
+// pending, so the refusal tells a rep nothing about another rep's calls.
 func (e *Engine) recordApprovalDecision(ctx context.Context, p Person, id, comment string, to store.ApprovalStatus) (a store.Approval, refused policy.Refusal, err error) {
 	err = e.db.Update(func(tx *store.Tx) error {
+		a, refused = store.Approval{}, "" // this may run more than once
 		if err := e.stale(tx); err != nil {
 			return err
 		}
 		var err error
-		if a, err = tx.Approval(id); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
-		} else if err != nil {
+		a, err = tx.Approval(id)
+		missing := errors.Is(err, store.ErrNotFound)
+		if err != nil && !missing {
 			return err
+		}
+		if refused = e.floor(p, a.Requester); refused != "" {
+			if missing {
+				return nil // nothing to record an attempt on
+			}
+			return e.auditRefusal(tx, p, a, refused)
+		}
+		if missing {
+			return notFound("approval", id)
 		}
 		if a.Status != store.ApprovalPending {
 			return fmt.Errorf("approval %s is %s: %w", id, a.Status, ErrNotPending)
@@ -176,10 +191,7 @@ func (e *Engine) recordApprovalDecision(ctx context.Context, p Person, id, comme
 		case policy.ApprovalExpired:
 			a.Status, a.Decided = store.ApprovalExpired, now
 		default:
-			// Nothing changes on a refusal, but the attempt is on record.
-			r := approvalRecord(p.ID, a)
-			r.Detail["refused"] = string(refused)
-			return e.auditTx(tx, r)
+			return e.auditRefusal(tx, p, a, refused)
 		}
 		if err := e.auditTx(tx, approvalRecord(p.ID, a)); err != nil {
 			return err
@@ -189,16 +201,50 @@ func (e *Engine) recordApprovalDecision(ctx context.Context, p Person, id, comme
 	return a, refused, err
 }
 
+// auditRefusal records p's refused attempt on a: nothing changes on a
+// refusal, but the attempt is on record, under the sub as p presented it.
+func (e *Engine) auditRefusal(tx *store.Tx, p Person, a store.Approval, refused policy.Refusal) error {
+	r := approvalRecord(p.ID, a)
+	r.Detail["refused"] = string(refused)
+	return e.auditTx(tx, r)
+}
+
+// ForbiddenRole is the approval floor's refusal of a person whose role is
+// not lead (the API's 403 forbidden_role). The floor's other refusal is
+// policy.RequesterCannotApprove, the code the approver rules use too.
+const ForbiddenRole policy.Refusal = "forbidden_role"
+
+// floor is the approval floor, the same for every front (the API, the
+// lead's page, the lead's MCP tools) and for compensation: whatever the
+// active bundle's approver rules say, the requester never decides their
+// own call, and only a lead decides. The approver rules run after it and
+// can only narrow it; no bundle widens it. The requester is checked
+// first, so a rep who tries to approve her own call is told it is hers
+// (the seed's table); requester is "" when there is no record to compare
+// with, and then the role alone decides.
+//
+// The requester is compared as a person (identity.Same): a token whose
+// sub is another spelling of the requester's (Rep-Ana for rep-ana) is
+// the requester.
+func (e *Engine) floor(p Person, requester string) policy.Refusal {
+	switch {
+	case !e.controls.ApprovalRoleFloor:
+		return ""
+	case requester != "" && identity.Same(p.ID, requester):
+		return policy.RequesterCannotApprove
+	case p.Role != RoleLead:
+		return ForbiddenRole
+	}
+	return ""
+}
+
 // refusal is what the approver rules of the active bundle (the fleet's:
 // the caller checked e.stale in its transaction) answer to p
 // moving pending approval a to status to: empty when they allow it. A lead
-// may reject an amount above their own limit.
+// may reject an amount above their own limit. The caller applies the
+// floor first.
 func (e *Engine) refusal(ctx context.Context, p Person, a store.Approval, to store.ApprovalStatus, now time.Time) (policy.Refusal, error) {
-	refused, err := e.policy.CheckApprover(ctx, policy.ApproverInput{
-		Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
-		Requester: policy.Requester{ID: a.Requester, Region: a.RequesterRegion},
-		Tool:      a.Tool, Amount: a.Args.Amount, Expires: a.Expires, Now: now,
-	})
+	refused, err := e.policy.CheckApprover(ctx, approverInput(p, a.Requester, a.RequesterRegion, a.Tool, a.Args.Amount, a.Expires, now))
 	if err != nil {
 		return "", fmt.Errorf("approver rules: %w", err)
 	}
@@ -206,6 +252,30 @@ func (e *Engine) refusal(ctx context.Context, p Person, a store.Approval, to sto
 		refused = ""
 	}
 	return refused, nil
+}
+
+// approverInput is what the approver rules see of p deciding a call that
+// requester (of region) made. Both ids are in their canonical form
+// (identity.Canonical), so that a rule comparing the approver with the
+// requester, or naming a person, compares people and not spellings: a
+// bundle's "input.approver.id != input.requester.id" is not fooled by
+// Rep-Ana. The audit and the approval record keep the sub as presented.
+func approverInput(p Person, requester, region string, name tool.Name, amount money.Cents, expires, now time.Time) policy.ApproverInput {
+	return policy.ApproverInput{
+		Approver:  policy.Approver{ID: canonical(p.ID), Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
+		Requester: policy.Requester{ID: canonical(requester), Region: region},
+		Tool:      name, Amount: amount, Expires: expires, Now: now,
+	}
+}
+
+// canonical is id's canonical form, or id itself where it has none (an id
+// that reached a record other than through authentication, which refuses
+// such a sub): it is then compared as it is.
+func canonical(id string) string {
+	if c, err := identity.Canonical(id); err == nil {
+		return c
+	}
+	return id
 }
 
 // voidApproval voids an approval that can no longer be used, if it is

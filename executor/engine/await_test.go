@@ -256,7 +256,7 @@ func TestAwaitRefusesWhatSnapshotRefuses(t *testing.T) {
 		who, wf string
 		want    error
 	}{
-		{"rep-ana", "W1", engine.ErrForbidden},
+		{"rep-ana", "W1", engine.ErrNotFound}, // another rep's is as absent as an unknown id
 		{"rep-ben", "W-none", engine.ErrNotFound},
 	} {
 		if _, _, err := h.eng.Await(ctx, person(tc.who), tc.wf); !errors.Is(err, tc.want) {

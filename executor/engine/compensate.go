@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
-	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -151,17 +150,19 @@ func (e *Engine) compensable(tx *store.Tx, wfID string, n int) (store.Workflow, 
 	return w, s, nil
 }
 
-// checkCompensator applies the approver rules of the fleet's active bundle
-// to the lead who compensates, in tx.
+// checkCompensator applies the approval floor and then the approver rules
+// of the fleet's active bundle to the lead who compensates, in tx: a
+// ratification is an approval, given late.
 func (e *Engine) checkCompensator(ctx context.Context, tx *store.Tx, p Person, w store.Workflow, s store.Step) error {
 	if err := e.stale(tx); err != nil {
 		return err
 	}
-	refused, err := e.policy.CheckApprover(ctx, policy.ApproverInput{
-		Approver:  policy.Approver{ID: p.ID, Role: p.Role, Region: p.Region, ApproveLimit: p.ApproveLimit},
-		Requester: policy.Requester{ID: w.User, Region: w.Delegation.Region},
-		Tool:      s.Tool, Amount: s.Args.Amount, Expires: e.clock.Now().Add(time.Minute), Now: e.clock.Now(), // a compensation decision does not expire
-	})
+	if refused := e.floor(p, w.User); refused != "" {
+		return &ApprovalRefused{Code: string(refused)}
+	}
+	now := e.clock.Now()
+	// A compensation decision does not expire.
+	refused, err := e.policy.CheckApprover(ctx, approverInput(p, w.User, w.Delegation.Region, s.Tool, s.Args.Amount, now.Add(time.Minute), now))
 	if err != nil {
 		return fmt.Errorf("approver rules: %w", err)
 	}

@@ -60,6 +60,26 @@
 // where the approval is consumed only if it is approved, unexpired and bound
 // to exactly this call.
 //
+// Who may decide an approval has a floor in Go that no bundle widens
+// (approve.go, floor): only a lead, and never the requester, compared as
+// people (identity.Same: Rep-Ana is rep-ana). It is checked before the
+// approval's status and before the active bundle's approver rules, which
+// then narrow (region, limit, expiry) and see both ids in their canonical
+// form. Every front reaches it the same way: the API, the lead's page and
+// the lead's MCP tools call Approve and Reject, and a ratification or a
+// reversal checks it too.
+//
+// # What a rep may know
+//
+// A rep reads and drives only her own workflows and sees only the
+// approvals of her own calls. Another rep's workflow or approval is, to
+// her, not found, with the very error an id nobody used gets, so that no
+// answer tells her which ids exist (approval ids are sequential) or whose
+// they are. An attempt to approve is refused by the floor before the
+// approval is read. Opening a workflow under an id another rep uses is
+// the one answer that must differ (the id is taken, ErrWorkflowExists),
+// and it says no more than that.
+//
 // # A fleet on one store
 //
 // Several sidecars may share one PostgreSQL store (cmd/stack StoreURL).

@@ -78,6 +78,13 @@ type Controls struct {
 	// refunds the amount the agent asked for on the order, which nobody
 	// then checks against any line.
 	LinePricing bool
+	// ApprovalRoleFloor lets only a lead approve or reject, and never the
+	// requester (the same person by identity.Same, however the sub is
+	// spelled), checked in Go before the active bundle's approver rules,
+	// which then only narrow (region, limit, expiry). Removed, the
+	// approver rules alone decide: a bundle that accepts a rep lets her
+	// approve another rep's refund, and it pays.
+	ApprovalRoleFloor bool
 	// TwoPersonLoosening has a bundle go live on one operator only when
 	// it is a pure tightening of the active one (the same rules, the same
 	// data keys, limits moved the tightening way); anything else waits
@@ -93,7 +100,7 @@ func DefaultControls() Controls {
 		IdempotencyKeys: true, RunDedupe: true, WriteAhead: true, BindApproval: true,
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
-		Breaker: true, LinePricing: true, TwoPersonLoosening: true,
+		Breaker: true, LinePricing: true, ApprovalRoleFloor: true, TwoPersonLoosening: true,
 	}
 }
 

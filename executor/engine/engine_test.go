@@ -114,7 +114,7 @@ func TestApprovalAuthority(t *testing.T) {
 		after     time.Duration
 	}{
 		{"rep-ben", "requester_cannot_approve", 0},
-		{"rep-cy", "approver_not_lead", 0},
+		{"rep-cy", "forbidden_role", 0},
 		{"lead-fay", "above_approver_limit", 0},
 		{"lead-dee", "approver_outside_region", 0},
 		{"lead-eli", "approval_expired", 1000 * time.Second},

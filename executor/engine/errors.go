@@ -29,6 +29,12 @@ var (
 	ErrCrashed = errors.New("crashed at failpoint")
 )
 
+// notFound is the one error for a record that is absent, or that the
+// caller may not know of: the two read the same, word for word.
+func notFound(kind, id string) error {
+	return fmt.Errorf("%s %q: %w", kind, id, ErrNotFound)
+}
+
 // AmountMismatch is a line-item refund whose amount, sent by the agent
 // beside the line and quantity, differs from the amount the order record
 // sets (the line's unit amount times the quantity). Nothing is recorded;

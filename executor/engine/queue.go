@@ -32,8 +32,9 @@ type ApprovalItem struct {
 	// in its Args; nil when it replaces none.
 	Previous *store.Approval
 	// CanApprove tells whether the person may approve it now, by the
-	// approver rules of the active bundle; when false, Code says why, in
-	// the codes of the approve endpoint (or CodeNotPending).
+	// approval floor and the approver rules of the active bundle; when
+	// false, Code says why, in the codes of the approve endpoint
+	// (ForbiddenRole among them) or CodeNotPending.
 	CanApprove bool
 	Code       string
 }
@@ -79,13 +80,18 @@ func (e *Engine) ApprovalQueue(ctx context.Context, p Person, q ApprovalQuery) (
 	return out, nil
 }
 
-// ApprovalDetail is approval id as person p sees it.
+// ApprovalDetail is approval id as person p sees it. A rep sees only the
+// approvals of her own calls: another rep's is, to her, exactly as absent
+// as an id nobody used (see readableWorkflow).
 func (e *Engine) ApprovalDetail(ctx context.Context, p Person, id string) (ApprovalItem, error) {
 	var it ApprovalItem
 	err := e.db.View(func(tx *store.Tx) error {
 		a, err := tx.Approval(id)
+		if err == nil && p.Role == RoleRep && a.Requester != p.ID {
+			err = store.ErrNotFound
+		}
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+			return notFound("approval", id)
 		} else if err != nil {
 			return err
 		}
@@ -112,15 +118,19 @@ func itemOf(tx *store.Tx, a store.Approval) (ApprovalItem, error) {
 	return it, nil
 }
 
-// judge sets whether p may approve the item now.
+// judge sets whether p may approve the item now: the approval floor, then
+// the approver rules, as Approve would answer.
 func (e *Engine) judge(ctx context.Context, p Person, it *ApprovalItem) error {
 	if it.Status != store.ApprovalPending {
 		it.CanApprove, it.Code = false, CodeNotPending
 		return nil
 	}
-	refused, err := e.refusal(ctx, p, it.Approval, store.ApprovalApproved, e.clock.Now())
-	if err != nil {
-		return err
+	refused := e.floor(p, it.Requester)
+	if refused == "" {
+		var err error
+		if refused, err = e.refusal(ctx, p, it.Approval, store.ApprovalApproved, e.clock.Now()); err != nil {
+			return err
+		}
 	}
 	it.CanApprove, it.Code = refused == "", string(refused)
 	return nil

@@ -96,8 +96,14 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 				return err
 			}
 			old, err := tx.Workflow(id)
+			if err == nil && old.User != p.ID {
+				// Another rep learns that the id is taken, as any answer but
+				// a new workflow would tell them, and nothing else: not
+				// whose it is, nor its ticket, nor how it stands.
+				return fmt.Errorf("%w: %q", ErrWorkflowExists, id)
+			}
 			if err == nil {
-				if differs := differences(old, p.ID, ticket, nw); differs != "" {
+				if differs := differences(old, ticket, nw); differs != "" {
 					return fmt.Errorf("%w: workflow %q was opened %s", ErrWorkflowExists, id, differs)
 				}
 				w = old
@@ -189,18 +195,21 @@ func stepApprovals(tx *store.Tx, steps []store.Step) (map[string]store.Approval,
 	return out, nil
 }
 
+// readableWorkflow reads workflow id for p. Another rep's workflow is, to
+// a rep, exactly as absent as an id nobody used: the same error, word for
+// word, so that no answer tells a rep which ids exist or whose they are.
+// The owner is the rep whose sub opened it, byte for byte: ownership
+// grants, so it is not widened to other spellings (identity.Same is for
+// the checks that refuse).
 func (e *Engine) readableWorkflow(tx *store.Tx, p Person, id string) (store.Workflow, error) {
 	w, err := tx.Workflow(id)
+	if err == nil && p.Role == RoleRep && w.User != p.ID {
+		w, err = store.Workflow{}, store.ErrNotFound
+	}
 	if errors.Is(err, store.ErrNotFound) {
-		return w, fmt.Errorf("workflow %q: %w", id, ErrNotFound)
+		return w, notFound("workflow", id)
 	}
-	if err != nil {
-		return w, err
-	}
-	if p.Role == RoleRep && w.User != p.ID {
-		return w, fmt.Errorf("workflow %q belongs to another rep: %w", id, ErrForbidden)
-	}
-	return w, nil
+	return w, err
 }
 
 // ownWorkflow is readableWorkflow for acting: only the rep it belongs to.
@@ -219,7 +228,7 @@ func (e *Engine) Approval(ctx context.Context, id string) (store.Approval, error
 		var err error
 		a, err = tx.Approval(id)
 		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("approval %q: %w", id, ErrNotFound)
+			err = notFound("approval", id)
 		}
 		return err
 	})
@@ -264,12 +273,11 @@ func (e *Engine) refreshWorkflow(tx *store.Tx, id string) error {
 	return tx.PutWorkflow(w)
 }
 
-// differences says how a repeated open of workflow old differs from the
-// first, "" when it is the same request (which answers the workflow).
-func differences(old store.Workflow, user, ticket string, nw NewWorkflow) string {
+// differences says how a repeated open of workflow old by its own rep
+// differs from the first, "" when it is the same request (which answers
+// the workflow).
+func differences(old store.Workflow, ticket string, nw NewWorkflow) string {
 	switch {
-	case old.User != user:
-		return "by another user"
 	case old.Ticket != ticket:
 		return "for another ticket"
 	case old.AgentVersion != nw.AgentVersion:

@@ -5,15 +5,21 @@
 // watching one store, or one restarted, do not raise it again:
 //
 //   - the invariant, written at the effect rather than at the
-//     configuration: a refund above the auto limit executed without a used
+//     configuration: a refund above its auto limit executed without a used
 //     approval;
 //   - the process shape: requests that should need an approval keep coming
 //     while approvals requested fall to zero, which shows a policy change
 //     that removed the approval step even before a violating refund runs.
 //
-// The auto limit the monitor uses is its own (Options.AutoLimit, the
-// designed $50.00), never the active bundle's, so a misconfigured bundle
-// cannot silence it.
+// A refund's auto limit is never the active bundle's. It is that of the
+// bundle whose decision let it run (release.Limits), so a refund a
+// since-rolled-back bundle allowed within its own limit raises nothing
+// after the rollback; but only when the gate vouched for that bundle (it
+// went live through the gate, never by breaking the glass). Otherwise, or
+// when that bundle cannot be found, the refund is held to the stricter of
+// the monitor's own limit (Options.AutoLimit, the designed $50.00) and the
+// strictest known, and the violation says why: a misconfigured bundle
+// released without the gate cannot silence the monitor.
 package monitor
 
 import (
@@ -26,6 +32,7 @@ import (
 
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -53,6 +60,12 @@ type Violation struct {
 	Order    string      `json:"order"`
 	Amount   money.Cents `json:"amount"`
 	At       time.Time   `json:"at"`
+	// Limit is the auto limit the refund was held to: that of the bundle
+	// whose decision let it run (Revision), or, when Note says why that
+	// one's own cannot be used, the strictest known.
+	Limit    money.Cents `json:"limit"`
+	Revision string      `json:"revision,omitempty"`
+	Note     string      `json:"note,omitempty"`
 }
 
 // Options configure a Monitor. Store is required.
@@ -61,7 +74,9 @@ type Options struct {
 	// Clock is the "now" of the windows the monitors look back over. Nil
 	// means the wall clock.
 	Clock clock.Clock
-	// AutoLimit is the designed auto limit. Default 5000 cents.
+	// AutoLimit is the designed auto limit, which a refund is held to when
+	// the bundle that decided it cannot vouch for a limit of its own.
+	// Default 5000 cents.
 	AutoLimit money.Cents
 	// Window is the process-shape window. Default one hour.
 	Window time.Duration
@@ -80,6 +95,7 @@ type Options struct {
 type Monitor struct {
 	o      Options
 	alerts *prometheus.CounterVec
+	limits *release.Limits
 }
 
 // shapeKey marks the process-shape alert standing in the store.
@@ -106,7 +122,7 @@ func New(o Options) (*Monitor, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Logger = o.Logger.With("component", "monitor")
-	m := &Monitor{o: o, alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+	m := &Monitor{o: o, limits: release.NewLimits(), alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "countersign_alerts_total", Help: "Alerts raised by the monitors, by kind.",
 	}, []string{"kind"})}
 	if o.Registerer != nil {
@@ -120,52 +136,14 @@ func New(o Options) (*Monitor, error) {
 // Check looks at the records once and returns the new alerts.
 func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 	now := m.o.Clock.Now()
-	var violations []Violation
-	var aboveLimit, approvalsAsked int
-	var standing bool // the process-shape alert, as last raised or cleared
-	err := m.o.Store.View(func(tx *store.Tx) error {
-		standing = tx.Alerted(shapeKey)
-		users := map[string]string{}
-		err := tx.AllSteps(func(s store.Step) error {
-			if s.Tool != tool.IssueRefund || s.Status != store.StepDone || s.Args.Amount <= m.o.AutoLimit {
-				return nil
-			}
-			if s.Approval != "" {
-				if a, err := tx.Approval(s.Approval); err == nil && a.Status == store.ApprovalUsed {
-					return nil
-				}
-			}
-			if tx.Alerted(violationKey(Violation{Workflow: s.Workflow, N: s.N})) {
-				return nil
-			}
-			if _, ok := users[s.Workflow]; !ok {
-				w, _ := tx.Workflow(s.Workflow)
-				users[s.Workflow] = w.User
-			}
-			violations = append(violations, Violation{Workflow: s.Workflow, N: s.N, Rep: users[s.Workflow],
-				Order: s.Args.Order, Amount: s.Args.Amount, At: s.Finished})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return tx.DecisionsSince(now.Add(-m.o.Window), func(d store.Decision) error {
-			if d.Tool != tool.IssueRefund {
-				return nil
-			}
-			if d.Decision == "REQUIRE_APPROVAL" {
-				approvalsAsked++
-			} else if d.Decision == "ALLOW" && d.Args.Amount > m.o.AutoLimit {
-				aboveLimit++
-			}
-			return nil
-		})
-	})
+	var seen observation
+	err := m.o.Store.View(func(tx *store.Tx) (err error) { seen, err = m.observe(tx, now); return err })
 	if err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)
 	}
-	shaped := aboveLimit >= m.o.MinRequests && approvalsAsked == 0
-	if len(violations) == 0 && shaped == standing {
+	violations, aboveLimit := seen.violations, seen.aboveLimit
+	shaped := aboveLimit >= m.o.MinRequests && seen.approvalsAsked == 0
+	if len(violations) == 0 && shaped == seen.standing {
 		return nil, nil // nothing new: no write
 	}
 	var alerts []Alert
@@ -184,13 +162,13 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 		if len(fresh) > 0 {
 			alerts = append(alerts, Alert{At: now, Kind: KindInvariant, Steps: fresh, Message: fmt.Sprintf(
 				"%d refund(s) above %s executed without a used approval, %s in all: contain (switch issue_refund off, raise the credential epoch) and review the worklist",
-				len(fresh), m.o.AutoLimit, total)})
+				len(fresh), limitsOf(fresh), total)})
 		}
 		switch standing := tx.Alerted(shapeKey); {
 		case shaped && !standing:
 			alerts = append(alerts, Alert{At: now, Kind: KindProcessShape, Message: fmt.Sprintf(
-				"no approval requested in the last %s while %d refund(s) above %s were allowed: check the active bundle",
-				m.o.Window, aboveLimit, m.o.AutoLimit)})
+				"no approval requested in the last %s while %d refund(s) were allowed above the auto limit of the bundle that decided them: check the active bundle",
+				m.o.Window, aboveLimit)})
 		case !shaped && standing:
 			if err := tx.ClearAlerted(shapeKey); err != nil {
 				return err
@@ -206,6 +184,98 @@ func (m *Monitor) Check(ctx context.Context) ([]Alert, error) {
 		m.o.Logger.Warn("alert", "kind", a.Kind, "message", a.Message)
 	}
 	return alerts, nil
+}
+
+// observation is what one look at the records saw.
+type observation struct {
+	violations []Violation
+	// aboveLimit and approvalsAsked count, over the window, the refunds
+	// allowed above their limit and the approvals requested for refunds.
+	aboveLimit, approvalsAsked int
+	// standing is the process-shape alert, as last raised or cleared.
+	standing bool
+}
+
+// observe reads, in tx, the violations not alerted yet and the process
+// shape over the window before now, each refund judged by the limits of
+// the bundle that decided it.
+func (m *Monitor) observe(tx *store.Tx, now time.Time) (observation, error) {
+	o := observation{standing: tx.Alerted(shapeKey)}
+	book, err := m.limits.Read(tx)
+	if err != nil {
+		return o, err
+	}
+	if o.violations, err = m.violations(tx, book); err != nil {
+		return o, err
+	}
+	o.aboveLimit, o.approvalsAsked, err = m.shape(tx, book, now)
+	return o, err
+}
+
+// violations lists the refunds done above the auto limit they are held
+// to (book) without a used approval, and not alerted yet. The decision
+// log is read only for a refund above every limit known.
+func (m *Monitor) violations(tx *store.Tx, book *release.Book) ([]Violation, error) {
+	var out []Violation
+	floor := min(book.Strictest(), m.o.AutoLimit)
+	users := map[string]string{}
+	err := tx.AllSteps(func(s store.Step) error {
+		if s.Tool != tool.IssueRefund || s.Status != store.StepDone || s.Args.Amount <= floor {
+			return nil
+		}
+		if s.Approval != "" {
+			if a, err := tx.Approval(s.Approval); err == nil && a.Status == store.ApprovalUsed {
+				return nil
+			}
+		}
+		if tx.Alerted(violationKey(Violation{Workflow: s.Workflow, N: s.N})) {
+			return nil
+		}
+		held, err := book.Step(tx, s.Workflow, s.N)
+		if err != nil {
+			return err
+		}
+		limit := held.Limit(m.o.AutoLimit)
+		if s.Args.Amount <= limit {
+			return nil
+		}
+		if _, ok := users[s.Workflow]; !ok {
+			w, _ := tx.Workflow(s.Workflow)
+			users[s.Workflow] = w.User
+		}
+		out = append(out, Violation{Workflow: s.Workflow, N: s.N, Rep: users[s.Workflow], Order: s.Args.Order,
+			Amount: s.Args.Amount, At: s.Finished, Limit: limit, Revision: held.Revision, Note: held.Fallback})
+		return nil
+	})
+	return out, err
+}
+
+// shape counts, over the window before now, the refunds allowed above the
+// auto limit of the bundle that allowed them (book) and the approvals
+// requested for refunds.
+func (m *Monitor) shape(tx *store.Tx, book *release.Book, now time.Time) (aboveLimit, approvalsAsked int, err error) {
+	err = tx.DecisionsSince(now.Add(-m.o.Window), func(d store.Decision) error {
+		switch {
+		case d.Tool != tool.IssueRefund:
+		case d.Decision == "REQUIRE_APPROVAL":
+			approvalsAsked++
+		case d.Decision == "ALLOW" && d.Args.Amount > book.Of(d.Digest).Limit(m.o.AutoLimit):
+			aboveLimit++
+		}
+		return nil
+	})
+	return aboveLimit, approvalsAsked, err
+}
+
+// limitsOf names the limit violations were held to: the amount when they
+// share one, else how each was judged.
+func limitsOf(vs []Violation) string {
+	for _, v := range vs[1:] {
+		if v.Limit != vs[0].Limit {
+			return "the auto limit of the bundle that decided each"
+		}
+	}
+	return vs[0].Limit.String()
 }
 
 // mark marks alerts alerted in tx and records them.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/identity"
 )
 
 // DefaultTimeout bounds one evaluation unless Options.Timeout says
@@ -190,7 +191,7 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	if a.BreakGlass && strings.TrimSpace(a.Reason) == "" {
 		return Report{}, ErrReasonRequired
 	}
-	if a.Proposer != "" && a.Proposer == a.By {
+	if a.Proposer != "" && identity.Same(a.Proposer, a.By) {
 		return Report{}, fmt.Errorf("policy: activate %s: %w", b.revision, ErrSameOperator)
 	}
 	if err := e.verify(b); err != nil {

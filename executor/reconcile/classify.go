@@ -9,13 +9,15 @@ import (
 
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// DefaultAutoLimit is the designed auto limit: refunds above it execute
-// only with a used approval. It is policy p1's refund_auto, fixed here on
-// purpose (see the package doc).
+// DefaultAutoLimit is the designed auto limit, policy p1's refund_auto,
+// fixed here on purpose (see the package doc): refunds above it execute
+// only with a used approval unless a bundle the gate vouched for decided
+// them under a higher limit of its own.
 const DefaultAutoLimit money.Cents = 5000
 
 // Ledger entry kinds as the ledger reports them.
@@ -32,7 +34,9 @@ type Input struct {
 }
 
 // Classify compares the agent's records with the ledger and the order
-// system and returns the report (with At left zero). autoLimit <= 0 means
+// system and returns the report (with At left zero). A refund is held to
+// the limit in.HeldTo gives it (see release.Held.Limit, with autoLimit as
+// the designed one), else to autoLimit; autoLimit <= 0 means
 // DefaultAutoLimit. It reads its input only; the slices are not modified.
 func Classify(in Input, autoLimit money.Cents) Report {
 	if autoLimit <= 0 {
@@ -150,7 +154,8 @@ func (c *comparison) refunds() {
 		}
 		// Executed: the agent says done, or the ledger holds the key.
 		executed := s.Status == store.StepDone || has
-		if !executed || s.Status == store.StepCompensated || reversed || s.Args.Amount <= c.limit {
+		limit, held, judged := c.limitOf(ref)
+		if !executed || s.Status == store.StepCompensated || reversed || s.Args.Amount <= limit {
 			continue
 		}
 		switch c.approvalOf(s) {
@@ -162,13 +167,26 @@ func (c *comparison) refunds() {
 			if at.IsZero() {
 				at = s.ReservedAt
 			}
-			o := OverLimit{StepRef: ref, Amount: s.Args.Amount, Rep: c.rep[s.Workflow], At: at.UTC(), Approval: s.Approval}
+			o := OverLimit{StepRef: ref, Amount: s.Args.Amount, Rep: c.rep[s.Workflow], At: at.UTC(), Approval: s.Approval, Limit: limit}
 			if has {
 				o.Entry = e.ID
+			}
+			if judged {
+				o.Revision, o.Note = held.Revision, held.Fallback
 			}
 			f.RefundOverLimitWithoutApproval = append(f.RefundOverLimitWithoutApproval, o)
 		}
 	}
+}
+
+// limitOf is the auto limit the refund step ref is held to, and the
+// look-up that gave it when there was one.
+func (c *comparison) limitOf(ref StepRef) (money.Cents, release.Held, bool) {
+	h, ok := c.in.HeldTo[ref]
+	if !ok {
+		return c.limit, h, false
+	}
+	return h.Limit(c.limit), h, true
 }
 
 func (c *comparison) entry(key string) (dispatch.Entry, bool) {

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/executor/dispatch"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/reconcile"
+	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -166,11 +167,44 @@ func TestClassifyEdges(t *testing.T) {
 			},
 		},
 		{
+			name: "held to the limit of the bundle that decided it: within it no finding, above it a finding naming it",
+			in: reconcile.Input{
+				Records: reconcile.Records{Workflows: workflows("W1", "W2"),
+					Steps: []store.Step{refund("W1", 1, "O-1001", 7000, store.StepDone), refund("W2", 1, "O-1002", 8000, store.StepDone)},
+					HeldTo: map[reconcile.StepRef]release.Held{
+						ref("W1", 1, "O-1001"): {RefundAuto: 7500, Revision: "p4", Digest: "d4"},
+						ref("W2", 1, "O-1002"): {RefundAuto: 7500, Revision: "p4", Digest: "d4"},
+					}},
+				Entries: []dispatch.Entry{refundEntry("L1", key("W1", 1), "O-1001", 7000), refundEntry("L2", key("W2", 1), "O-1002", 8000)},
+			},
+			matched: 2,
+			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
+				StepRef: ref("W2", 1, "O-1002"), Amount: 8000, Rep: "rep-ana", At: t0.Add(2 * time.Minute), Entry: "L2", Limit: 7500, Revision: "p4",
+			}}},
+		},
+		{
+			name: "a bundle the gate did not vouch for: held to the stricter of the strictest known and the designed limit, and the finding says why",
+			in: reconcile.Input{
+				Records: reconcile.Records{Workflows: workflows("W1", "W2"),
+					Steps: []store.Step{refund("W1", 1, "O-1001", 6000, store.StepDone), refund("W2", 1, "O-1002", 4500, store.StepDone)},
+					HeldTo: map[reconcile.StepRef]release.Held{
+						ref("W1", 1, "O-1001"): {RefundAuto: 7500, Revision: "p2", Digest: "d2", Fallback: "p2 broke the glass"},
+						ref("W2", 1, "O-1002"): {RefundAuto: 4000, Fallback: "no bundle named"},
+					}},
+				Entries: []dispatch.Entry{refundEntry("L1", key("W1", 1), "O-1001", 6000), refundEntry("L2", key("W2", 1), "O-1002", 4500)},
+			},
+			matched: 2,
+			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{
+				{StepRef: ref("W1", 1, "O-1001"), Amount: 6000, Rep: "rep-ana", At: t0.Add(2 * time.Minute), Entry: "L1", Limit: 5000, Revision: "p2", Note: "p2 broke the glass"},
+				{StepRef: ref("W2", 1, "O-1002"), Amount: 4500, Rep: "rep-ana", At: t0.Add(2 * time.Minute), Entry: "L2", Limit: 4000, Note: "no bundle named"},
+			}},
+		},
+		{
 			name:    "above the limit without any approval: matched in the ledger and still a finding",
 			in:      reconcile.Input{Records: reconcile.Records{Workflows: workflows("W1"), Steps: []store.Step{done120}}, Entries: []dispatch.Entry{refundEntry("L1", key("W1", 1), "O-1001", 12000)}},
 			matched: 1,
 			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
-				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1",
+				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1", Limit: reconcile.DefaultAutoLimit,
 			}}},
 		},
 		{
@@ -190,7 +224,7 @@ func TestClassifyEdges(t *testing.T) {
 			},
 			matched: 1,
 			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
-				StepRef: ref("W1", 1, "O-1001"), Amount: 45000, Rep: "rep-ana", At: done120.Finished, Entry: "L1", Approval: "AP-1",
+				StepRef: ref("W1", 1, "O-1001"), Amount: 45000, Rep: "rep-ana", At: done120.Finished, Entry: "L1", Approval: "AP-1", Limit: reconcile.DefaultAutoLimit,
 			}}},
 		},
 		{
@@ -201,7 +235,7 @@ func TestClassifyEdges(t *testing.T) {
 			},
 			matched: 1,
 			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
-				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1",
+				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1", Limit: reconcile.DefaultAutoLimit,
 			}}},
 		},
 		{
@@ -221,7 +255,7 @@ func TestClassifyEdges(t *testing.T) {
 			},
 			matched: 1,
 			want: reconcile.Findings{RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
-				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1",
+				StepRef: ref("W1", 1, "O-1001"), Amount: 12000, Rep: "rep-ana", At: done120.Finished, Entry: "L1", Limit: reconcile.DefaultAutoLimit,
 			}}},
 		},
 		{
@@ -272,7 +306,7 @@ func TestClassifyEdges(t *testing.T) {
 				InFlightLedgerHasIt:   []reconcile.InFlight{{StepRef: ref("WA", 1, "O-1001"), Amount: 9000, Status: store.StepStarted, Entry: "L1"}},
 				InFlightLedgerLacksIt: []reconcile.InFlight{{StepRef: ref("WB", 1, "O-1002"), Amount: 9000, Status: store.StepStarted}},
 				RefundOverLimitWithoutApproval: []reconcile.OverLimit{{
-					StepRef: ref("WA", 1, "O-1001"), Amount: 9000, Rep: "rep-ana", At: t0.Add(time.Minute), Entry: "L1",
+					StepRef: ref("WA", 1, "O-1001"), Amount: 9000, Rep: "rep-ana", At: t0.Add(time.Minute), Entry: "L1", Limit: reconcile.DefaultAutoLimit,
 				}},
 			},
 		},

@@ -28,12 +28,19 @@
 //   - in_flight_ledger_has_it / in_flight_ledger_lacks_it: a refund step
 //     left started or unknown (a crash, a lost answer), split by whether the
 //     ledger already holds its key.
-//   - refund_over_limit_without_approval: a refund above the designed auto
-//     limit that executed with no used approval naming exactly that call,
-//     and was not reversed. The limit is Options.AutoLimit, deliberately not
-//     read from the active bundle, so a bundle with a wrong limit cannot
-//     hide its own effects. A retroactive approval recorded by a lead
-//     explains the refund (it is counted in Explained.Ratified).
+//   - refund_over_limit_without_approval: a refund above its auto limit
+//     that executed with no used approval naming exactly that call, and
+//     was not reversed. Its auto limit is that of the bundle whose
+//     decision let it run (the decision log names it, the bundle history
+//     holds it: release.Limits), never the active bundle's: a refund that
+//     a since-rolled-back bundle allowed within its own limit is no
+//     finding. A bundle's own limit counts only when the gate vouched for
+//     it (it went live through the gate, never by breaking the glass);
+//     otherwise, or when that bundle cannot be found, the refund is held
+//     to the strictest limit known (Options.AutoLimit included) and the
+//     finding says why, so a bundle with a wrong limit cannot hide its own
+//     effects. A retroactive approval recorded by a lead explains the
+//     refund (it is counted in Explained.Ratified).
 //   - shipment_count_mismatch: an order whose shipments in the order system
 //     differ in number from its reship steps that are done.
 //

@@ -23,8 +23,10 @@ type Options struct {
 	// Shipments lists the order system's shipments (a *dispatch.Orders).
 	Shipments Shipments
 	// AutoLimit is the designed auto limit. Default DefaultAutoLimit. It is
-	// never taken from the active bundle: a bundle with a wrong limit must
-	// not be able to hide the refunds it let through.
+	// never taken from the active bundle: a refund is held to the limit of
+	// the bundle that decided it when the gate vouched for that bundle,
+	// else to the stricter of this and the strictest limit known, so a
+	// bundle with a wrong limit cannot hide the refunds it let through.
 	AutoLimit money.Cents
 	// Clock stamps each report; the drill and the tests inject a simulated
 	// one. Nil means the wall clock.

@@ -132,6 +132,16 @@ type OverLimit struct {
 	// Approval is the approval the step carries, if any; it did not count
 	// (not used, or for another call).
 	Approval string `json:"approval,omitempty"`
+	// Limit is the auto limit the refund was held to: that of the bundle
+	// whose decision let it run (Revision), or, when Note says why that
+	// one's own cannot be used, the strictest known.
+	Limit money.Cents `json:"limit"`
+	// Revision is the bundle whose decision let the refund run, when the
+	// decision log names it.
+	Revision string `json:"revision,omitempty"`
+	// Note, when set, says why the refund was not held to the limit of the
+	// bundle that decided it.
+	Note string `json:"note,omitempty"`
 }
 
 // ShipmentDifference is an order whose shipments and done reship steps differ.
@@ -266,7 +276,10 @@ func marshalInOrder[T any](m map[Class]T) ([]byte, error) {
 // Report is the outcome of one reconciliation.
 type Report struct {
 	At time.Time `json:"at"`
-	// AutoLimit is the designed limit the approval check used.
+	// AutoLimit is the designed limit: the one a refund is held to when
+	// the bundle that decided it cannot vouch for a limit of its own and
+	// nothing stricter is known. Each finding names the limit it was held
+	// to.
 	AutoLimit money.Cents `json:"auto_limit"`
 	// Classes counts each of the eight classes; all are always present.
 	Classes  Counts   `json:"classes"`

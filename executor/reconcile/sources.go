@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/executor/dispatch"
+	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
 )
 
 // Records is the agent's side of the books, read as one snapshot.
@@ -13,6 +15,11 @@ type Records struct {
 	Workflows []store.Workflow
 	Steps     []store.Step
 	Approvals []store.Approval
+	// HeldTo is, for a refund step that executed above the strictest
+	// auto limit known, the limit of the bundle whose decision let it run
+	// (release.Limits). Classify holds a step missing here to its
+	// autoLimit, as it held every step before bundles were told apart.
+	HeldTo map[StepRef]release.Held
 }
 
 // RecordSource reads the agent's records.
@@ -58,11 +65,17 @@ var (
 	_ Shipments    = ShipmentsFunc(nil)
 )
 
-// FromStore reads the agent's records from the bbolt store in one read
-// transaction, so steps and approvals are consistent with each other.
-func FromStore(db *store.DB) RecordSource { return storeRecords{db} }
+// FromStore reads the agent's records from the store in one read
+// transaction, so steps and approvals are consistent with each other,
+// and looks up in the decision log and the bundle history the limit each
+// refund above the strictest auto limit known is held to (Records.HeldTo).
+// The limits of each bundle are loaded once, for the life of the source.
+func FromStore(db *store.DB) RecordSource { return storeRecords{db, release.NewLimits()} }
 
-type storeRecords struct{ db *store.DB }
+type storeRecords struct {
+	db     *store.DB
+	limits *release.Limits
+}
 
 func (s storeRecords) Records(ctx context.Context) (Records, error) {
 	if err := ctx.Err(); err != nil {
@@ -78,11 +91,40 @@ func (s storeRecords) Records(ctx context.Context) (Records, error) {
 		if err := tx.AllSteps(func(st store.Step) error { r.Steps = append(r.Steps, st); return nil }); err != nil {
 			return err
 		}
-		r.Approvals, err = tx.Approvals(nil)
+		if r.Approvals, err = tx.Approvals(nil); err != nil {
+			return err
+		}
+		r.HeldTo, err = s.heldTo(tx, r.Steps)
 		return err
 	})
 	if err != nil {
 		return Records{}, fmt.Errorf("read the agent's records: %w", err)
 	}
 	return r, nil
+}
+
+// heldTo looks up the limit each refund step that may have executed
+// (done, started or unknown) above the strictest auto limit known is held
+// to. A refund at or under that limit is within every limit the history
+// has known and needs no look-up; a compensated one is never a finding.
+func (s storeRecords) heldTo(tx *store.Tx, steps []store.Step) (map[StepRef]release.Held, error) {
+	book, err := s.limits.Read(tx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[StepRef]release.Held{}
+	for _, st := range steps {
+		switch {
+		case st.Tool != tool.IssueRefund, st.Args.Amount <= book.Strictest():
+			continue
+		case st.Status != store.StepDone && st.Status != store.StepStarted && st.Status != store.StepUnknown:
+			continue
+		}
+		h, err := book.Step(tx, st.Workflow, st.N)
+		if err != nil {
+			return nil, err
+		}
+		out[StepRef{Workflow: st.Workflow, N: st.N, Order: st.Args.Order}] = h
+	}
+	return out, nil
 }

@@ -89,6 +89,15 @@ func (f Findings) lines(c Class) []string {
 			if o.Entry != "" {
 				s += " (" + o.Entry + ")"
 			}
+			if o.Revision != "" || o.Note != "" {
+				s += fmt.Sprintf(" over %s", o.Limit)
+				if o.Revision != "" {
+					s += " (decided by " + o.Revision + ")"
+				}
+				if o.Note != "" {
+					s += ": " + o.Note
+				}
+			}
 			out = append(out, s)
 		}
 	case ShipmentCountMismatch:

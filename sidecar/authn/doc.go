@@ -26,8 +26,11 @@
 //	wrong_audience       aud contains "countersign"
 //	bad_claims           sub is 1 to MaxSubjectBytes bytes without white
 //	                     space, control or formatting characters (it is
-//	                     stored as a workflow's user); role is rep, lead or
-//	                     operator; scopes is an array of strings;
+//	                     stored as a workflow's user), and a username by
+//	                     PRECIS UsernameCaseMapped (identity.Canonical: the
+//	                     form every same-person check compares; the
+//	                     principal keeps the sub as presented); role is
+//	                     rep, lead or operator; scopes is an array of strings;
 //	                     refund_ceiling and approve_limit are non-negative
 //	                     integers (cents, never a float or a string)
 //

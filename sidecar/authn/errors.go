@@ -30,7 +30,7 @@ const (
 	CodeTokenExpired   Code = "token_expired"       // exp is not after now (minus the leeway)
 	CodeNotYetValid    Code = "token_not_yet_valid" // nbf or iat is in the future (beyond the leeway)
 	CodeWrongAudience  Code = "wrong_audience"      // aud does not contain the sidecar's audience
-	CodeBadClaims      Code = "bad_claims"          // sub, role, region, scopes, refund_ceiling or approve_limit missing or mistyped; sub not a short printable word; exp, nbf or iat not a number
+	CodeBadClaims      Code = "bad_claims"          // sub, role, region, scopes, refund_ceiling or approve_limit missing or mistyped; sub not a short printable word or not a PRECIS username; exp, nbf or iat not a number
 )
 
 // Error is a refused bearer token. Code is stable for clients; Message

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/simclock"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -47,6 +48,8 @@ func FuzzVerify(f *testing.F) {
 		parts[0] + "." + b64([]byte(`{"role":"rep","role":"operator"}`)) + "." + parts[2],
 		parts[0] + "." + b64([]byte(`{"exp":"1796000000"}`)) + "." + parts[2],
 		trusted.sign(f, func() map[string]any { c := claims(); c["sub"] = "rep-ana\n"; return c }()),
+		trusted.sign(f, func() map[string]any { c := claims(); c["sub"] = "rep-ana\u2122"; return c }()),
+		trusted.sign(f, func() map[string]any { c := claims(); c["sub"] = "ＲＥＰ－ＡＮＡ"; return c }()),
 		parts[0] + "." + parts[1] + ".",
 		parts[0] + ".." + parts[2],
 		"." + parts[1] + "." + parts[2],
@@ -73,6 +76,9 @@ func FuzzVerify(f *testing.F) {
 		}
 		if p.ID == "" || p.Expires.Before(t0) {
 			t.Fatalf("accepted a principal without id or already expired: %+v", p)
+		}
+		if _, err := identity.Canonical(p.ID); err != nil {
+			t.Fatalf("accepted a sub that no same-person check can compare: %v", err)
 		}
 	})
 }

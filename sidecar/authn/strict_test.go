@@ -146,6 +146,15 @@ func TestSubjectIsAnIdentifier(t *testing.T) {
 		{"rep\u00a0ana", "white space"},
 		{"rep\u2028ana", "white space"},
 		{"rep\u202eana", "control"},
+		{"rep\u200dana", "control"}, // a zero-width joiner
+		// PRECIS UsernameCaseMapped (RFC 8265) refuses what no same-person
+		// check could compare; the spellings it maps are kept as presented.
+		{"ops-ida\u2122", "PRECIS"},
+		{"rep\u2603", "PRECIS"},
+		{"\u210cops", "PRECIS"},
+		{"\u05d0-b", "PRECIS"},
+		{"ＯＰＳ－ＩＤＡ", ""},
+		{"Rep-Ana", ""},
 	} {
 		name := strconv.Quote(tc.sub)
 		if len(tc.sub) > 20 {

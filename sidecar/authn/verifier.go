@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/countersign/countersign/executor/clock"
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/lestrrat-go/httprc/v3"
@@ -572,6 +573,9 @@ func (c *personClaims) check() error {
 		return bad("sub %s has a control character (or an invisible formatting one): a person's id is printable text", quote(c.Sub))
 	case strings.ContainsFunc(c.Sub, unicode.IsSpace):
 		return bad("sub %s has white space: a person's id is one word", quote(c.Sub))
+	case !isUsername(c.Sub):
+		return bad("sub %s is not a username by PRECIS UsernameCaseMapped (RFC 8265), the form every same-person check compares: "+
+			"use letters, digits and ASCII punctuation, without symbols, compatibility characters or mixed writing directions", quote(c.Sub))
 	case c.Role != RoleRep && c.Role != RoleLead && c.Role != RoleOperator:
 		return bad("role %s is not one of rep, lead, operator", quote(c.Role))
 	case c.RefundCeiling < 0:
@@ -582,6 +586,15 @@ func (c *personClaims) check() error {
 		return bad("scopes contains an empty scope")
 	}
 	return nil
+}
+
+// isUsername reports whether sub has a canonical form (identity.Canonical):
+// one that does not names nobody whom a same-person check could compare,
+// so it is refused here and no check ever meets it. The principal keeps
+// the sub as presented.
+func isUsername(sub string) bool {
+	_, err := identity.Canonical(sub)
+	return err == nil
 }
 
 // isControl is true of C0 and C1 controls (NUL, newline, ESC ...) and of

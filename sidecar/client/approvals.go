@@ -33,10 +33,11 @@ func (c *Client) Approval(ctx context.Context, id string) (Approval, error) {
 }
 
 // Approve approves a pending request as the token's subject, with an
-// optional comment. The approver rules refuse with a 403 and one of
-// requester_cannot_approve, approver_not_lead, approver_outside_region,
-// above_approver_limit, approval_expired; a request no longer pending is a
-// 409 not_pending. Approving executes nothing: the step runs at the
+// optional comment. A 403 refuses it: forbidden_role for anyone but a lead
+// and requester_cannot_approve for the requester (the floor no bundle
+// widens), then the approver rules' approver_not_lead,
+// approver_outside_region, above_approver_limit, approval_expired; a
+// request no longer pending is a 409 not_pending. Approving executes nothing: the step runs at the
 // workflow's next resume.
 func (c *Client) Approve(ctx context.Context, id, comment string) (Approval, error) {
 	return c.decide(ctx, id, "approve", comment)

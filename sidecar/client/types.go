@@ -190,9 +190,9 @@ type Approval struct {
 	// The rest are a reviewer's, shown on the queue and on GET of one
 	// approval (nil elsewhere): the refunds already made on the order, the
 	// approval this one replaces, whether the caller may approve it now
-	// and, when not, the Code that says why (requester_cannot_approve,
-	// approver_not_lead, approver_outside_region, above_approver_limit,
-	// approval_expired, not_pending).
+	// and, when not, the Code that says why (forbidden_role,
+	// requester_cannot_approve, approver_not_lead, approver_outside_region,
+	// above_approver_limit, approval_expired, not_pending).
 	OrderRefunded *money.Cents      `json:"order_refunded,omitempty"`
 	Replaces      *ReplacedApproval `json:"replaces,omitempty"`
 	CanApprove    *bool             `json:"can_approve,omitempty"`

@@ -33,7 +33,7 @@ func TestRefusalsAreTheAPIs(t *testing.T) {
 		{"a lead whose limit is below the amount approves", "lead-fay", "approve", id, "", http.StatusForbidden, "above_approver_limit"},
 		{"a lead of another region approves", "lead-dee", "approve", id, "", http.StatusForbidden, "approver_outside_region"},
 		{"a lead of another region rejects", "lead-dee", "reject", id, "", http.StatusForbidden, "approver_outside_region"},
-		{"an operator approves", "ops-ida", "approve", id, "", http.StatusForbidden, "approver_not_lead"},
+		{"an operator approves", "ops-ida", "approve", id, "", http.StatusForbidden, "forbidden_role"},
 		{"a lead approves an approval that does not exist", "lead-eli", "approve", "A-404", "", http.StatusNotFound, "not_found"},
 		{"a lead comments on two lines", "lead-eli", "approve", id, "fine\nby me", http.StatusUnprocessableEntity, "invalid_request"},
 	} {

@@ -15,8 +15,8 @@
 //
 // The page decides nothing. A token is verified by the same Verifier as
 // every /v1 request; approve and reject are the engine's calls that the
-// API makes, so the approver rules of the active bundle apply with the
-// same codes, and a refused attempt shows the API's status, code and
+// API makes, so the approval floor (a lead, not the requester) and the
+// approver rules of the active bundle apply with the same codes, and a refused attempt shows the API's status, code and
 // message (Options.Explain is the API's own error mapping). The approver
 // is always the session's person, never a form field.
 //
@@ -39,8 +39,9 @@
 // cookie is worth nothing after sign-out.
 //
 // Who may sign in: a lead, to decide, or an operator, to look (the queue
-// without buttons; an operator's attempt would be refused by the approver
-// rules anyway). A rep's token is refused at sign-in (403 forbidden_role).
+// without buttons; an operator's attempt is refused by the engine's
+// approval floor, 403 forbidden_role, whatever the bundle's approver rules
+// say). A rep's token is refused at sign-in (403 forbidden_role).
 //
 // # Refusals, in the order they are checked
 //

@@ -109,6 +109,8 @@ func newRow(it engine.ApprovalItem, v visitor, now time.Time) row {
 // reason says, for the person signed in, why they may not approve it.
 func reason(it engine.ApprovalItem, who authn.Principal) string {
 	switch policy.Refusal(it.Code) {
+	case engine.ForbiddenRole:
+		return "Only a lead decides; you are signed in as " + who.Role + " and see the queue read-only."
 	case policy.RequesterCannotApprove:
 		return "Your own request: another lead of the region must decide."
 	case policy.ApproverNotLead:

@@ -29,7 +29,8 @@
 //	         schemas as given), countersign_status, countersign_wait
 //	others   approvals_pending, approval_get, approval_approve,
 //	         approval_reject; the approver is always the token's subject,
-//	         never an argument, and the API's approver rules decide
+//	         never an argument, and the API's approval floor and
+//	         approver rules decide
 //
 // # One session, one workflow
 //
@@ -48,6 +49,37 @@
 //
 // The headers are read from the request that opens the session; later
 // requests cannot move it to another workflow.
+//
+// # Origins
+//
+// A web page can send requests to /mcp from a person's browser, and DNS
+// rebinding lets a page on an attacker's name reach a sidecar on a
+// private address with the browser taking it for the page's own origin,
+// so no cross-origin check stops it. The MCP transport's rule is that a
+// server validates the Origin header: [Origins] (serve --mcp-allowed-origins, none by default) holds
+// the origins whose pages may call, and the sidecar refuses any other
+// with 403 forbidden_origin. In the order the checks run:
+//
+//	no Origin header                 admitted: a client that is not a
+//	                                 browser (the SDKs, countersign mcp)
+//	                                 sends none, and works as it always did
+//	two or more Origin headers       403: a proxy and the sidecar could
+//	                                 each read a different one
+//	"null"                           403 unless "null" is listed (any
+//	                                 sandboxed frame or file: page sends it)
+//	not one serialised origin        403
+//	an origin not listed             403, compared after normalising
+//	                                 (scheme and host in lower case, the
+//	                                 default port left out)
+//	a listed origin                  on to the bearer token, as without one
+//
+// The Origin is checked before the bearer token, so a foreign page gets
+// 403 forbidden_origin whether it sends a token, a bad one or none. It
+// could otherwise tell from a 401's code (token_missing, token_expired,
+// ...) and its WWW-Authenticate challenge what the sidecar expects; a
+// page in a browser holds no bearer token for /mcp anyway (the API uses
+// no cookies), so the refusal it sees says only that its origin is not
+// allowed. The body does not repeat the Origin or list the allowed ones.
 //
 // # What a governed call answers
 //

@@ -35,8 +35,8 @@ func addLeadTools(s *mcp.Server, cfg Config) map[string]mcp.ToolHandler {
 		pendingSchema, leadPending(cfg))
 	add(s, tools, "approval_get", "One approval request in full.", getSchema, leadGet(cfg))
 	add(s, tools, "approval_approve", "Approve a pending request as yourself (the token's subject). Approving executes "+
-		"nothing: the step runs at the agent's next resume. Refusals name their code (requester_cannot_approve, "+
-		"approver_not_lead, approver_outside_region, above_approver_limit, approval_expired, not_pending).",
+		"nothing: the step runs at the agent's next resume. Only a lead approves. Refusals name their code (forbidden_role, "+
+		"requester_cannot_approve, approver_not_lead, approver_outside_region, above_approver_limit, approval_expired, not_pending).",
 		decideSchema, leadDecide(cfg, "approved", (*client.Client).Approve))
 	add(s, tools, "approval_reject", "Reject a pending request as yourself, with a comment saying why: the step ends "+
 		"denied at the agent's next resume.", decideSchema, leadDecide(cfg, "rejected", (*client.Client).Reject))

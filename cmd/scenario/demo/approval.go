@@ -58,7 +58,7 @@ var authorityAttempts = []struct {
 	want  string
 }{
 	{"rep-ben", 0, "requester_cannot_approve"},
-	{"rep-cy", 0, "approver_not_lead"},
+	{"rep-cy", 0, "forbidden_role"},
 	{"lead-fay", 0, "above_approver_limit"},
 	{"lead-dee", 0, "approver_outside_region"},
 	{"lead-eli", 1000 * time.Second, "approval_expired"},

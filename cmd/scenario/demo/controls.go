@@ -27,6 +27,7 @@ const (
 	RestrictedBuiltins     Control = "restricted_builtins"
 	Breaker                Control = "breaker"
 	LinePricing            Control = "line_pricing"
+	ApprovalRoleFloor      Control = "approval_role_floor"
 	TwoPersonLoosening     Control = "two_person_loosening"
 )
 
@@ -34,7 +35,7 @@ const (
 func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
-		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, TwoPersonLoosening}
+		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, ApprovalRoleFloor, TwoPersonLoosening}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -73,6 +74,8 @@ func Without(cs ...Control) engine.Controls {
 			c.Breaker = false
 		case LinePricing:
 			c.LinePricing = false
+		case ApprovalRoleFloor:
+			c.ApprovalRoleFloor = false
 		case TwoPersonLoosening:
 			c.TwoPersonLoosening = false
 		default:

@@ -64,6 +64,7 @@ func Checks() []Check {
 		{Test: "bundle reaches the network and clock", Removes: []Control{RestrictedBuiltins}, Run: outsideBundle},
 		{Test: "agent version keeps proposing bad refunds", Removes: []Control{Breaker}, Run: failingAgent},
 		{Test: "line-item pricing", Removes: []Control{LinePricing}, Run: linePricing},
+		{Test: "approval role floor", Removes: []Control{ApprovalRoleFloor}, Run: approvalRoleFloor},
 		{Test: "two people for any loosening", Removes: []Control{TwoPersonLoosening}, Run: oneOperatorLoosening},
 	}
 }
