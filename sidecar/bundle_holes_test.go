@@ -54,6 +54,18 @@ func (e *env) uploadAs(t *testing.T, query string, body io.Reader) reply {
 	return e.send(t, http.MethodPost, "/v1/bundles"+query, h, body)
 }
 
+// activateByTwo uploads archive as ops-ida and has ops-jon approve it: a
+// bundle that changes rules is never a pure tightening, so one operator's
+// upload waits for a second.
+func (e *env) activateByTwo(t *testing.T, archive []byte) {
+	t.Helper()
+	r := e.uploadAs(t, "", bytes.NewReader(archive))
+	r.want(t, http.StatusAccepted, "")
+	var aw struct{ Digest string }
+	r.decode(t, &aw)
+	e.call(t, http.MethodPost, "/v1/bundles/"+aw.Digest+"/approve", "ops-jon", nil).want(t, http.StatusCreated, "")
+}
+
 // bundleHistory maps each revision to its statuses, in order.
 func (e *env) bundleHistory(t *testing.T) map[string]string {
 	t.Helper()
@@ -158,7 +170,7 @@ spins if {
 }
 `
 	}
-	e.uploadAs(t, "", bytes.NewReader(packed(t, p1Edited(t, "spin", spin, nil)))).want(t, http.StatusCreated, "")
+	e.activateByTwo(t, packed(t, p1Edited(t, "spin", spin, nil)))
 	e.open(t, "rep-ana", "W-spin")
 	e.open(t, "rep-ben", "W-lookup")
 

@@ -197,7 +197,7 @@ func TestR12FromRego(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, devstack.Options{})
-	e.uploadAs(t, "", bytes.NewReader(packed(t, src))).want(t, http.StatusCreated, "")
+	e.activateByTwo(t, packed(t, src))
 
 	r, s := refundAddOnTwice(t, e)
 	if r.status != http.StatusForbidden || s.Status != "denied" || s.Rule != "R12-line-not-refundable" {

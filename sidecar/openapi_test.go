@@ -126,6 +126,7 @@ var answers = map[string]reflect.Type{
 	"rollbackBundle 202":          typeOf[awaitingAnswer](),
 	"rollbackBundle 422":          typeOf[gateFailedBody](),
 	"getActiveBundle 200":         typeOf[bundleView](),
+	"getBundle 200":               typeOf[bundleView](),
 	"getEffectiveness 200":        typeOf[effectiveness.Report](),
 	"listDecisions 200":           typeOf[decisionsAnswer](),
 	"listAudit 200":               typeOf[audit.Page](),

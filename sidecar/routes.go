@@ -77,6 +77,7 @@ func (s *Server) routes() {
 	v1.POST("/credentials/epoch", op(s.raiseEpoch))
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
+	v1.GET("/bundles/:digest", op(s.bundle))
 	v1.POST("/bundles", op(s.uploadBundle))
 	v1.POST("/bundles/:digest/approve", op(s.approveBundle))
 	v1.POST("/bundles/:digest/activate", op(s.rollbackBundle))
@@ -480,11 +481,22 @@ func (s *Server) activeBundle(c echo.Context) error {
 	return c.JSON(http.StatusOK, newBundleView(rec))
 }
 
+// bundle is the last record of one bundle, by digest: the awaiting record
+// a second operator reads before approving it.
+func (s *Server) bundle(c echo.Context) error {
+	rec, err := s.opts.Releases.Record(c.Request().Context(), c.Param("digest"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newBundleView(rec))
+}
+
 // uploadBundle activates a bundle .tar.gz through the gate, or, for an
 // operator with ?break_glass=true&reason=..., without its verdict; a
-// change that loosens a limit, or breaks the glass, waits for a second
-// operator (202). With ?dry_run=true it only answers what the gate and the
-// replay of recent decisions make of it.
+// bundle that is not a pure tightening of the active one, or breaks the
+// glass, waits for a second operator (202, with its review). With
+// ?dry_run=true it only answers what the gate, the replay of recent
+// decisions and the review make of it.
 func (s *Server) uploadBundle(c echo.Context) error {
 	mt, _, _ := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
 	switch mt {
@@ -512,11 +524,11 @@ func (s *Server) uploadBundle(c echo.Context) error {
 		return err
 	}
 	if dryRun {
-		report, imp, err := s.opts.Releases.Preview(c.Request().Context(), body)
+		report, imp, rv, err := s.opts.Releases.Preview(c.Request().Context(), body)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, previewAnswer{Gate: report, Impact: imp})
+		return c.JSON(http.StatusOK, previewAnswer{Gate: report, Impact: imp, Review: rv})
 	}
 	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
 	return s.activated(c, rec, err)
@@ -541,7 +553,7 @@ func (s *Server) activated(c echo.Context, rec store.BundleRecord, err error) er
 	switch {
 	case errors.As(err, &aw):
 		return c.JSON(http.StatusAccepted, awaitingAnswer{Status: store.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
-			LimitChanges: append([]policy.LimitChange{}, aw.Loosens...), Message: aw.Error()})
+			LimitChanges: append([]policy.LimitChange{}, aw.Loosens...), Message: aw.Error(), Impact: rec.Impact, Review: storedReview(rec)})
 	case err != nil:
 		return err
 	}

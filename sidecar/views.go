@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/review"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -145,6 +146,9 @@ type bundleView struct {
 	Failures     []gateCaseView      `json:"failures"`
 	TestFailures []string            `json:"test_failures,omitempty"`
 	Impact       json.RawMessage     `json:"impact,omitempty"`
+	// Review is what a second operator is shown (the diff, the data diff
+	// and the new allowances), for a record kept with one.
+	review.Review
 }
 
 // gateCaseView is one failing gate case of a stored bundle record.
@@ -263,7 +267,7 @@ func parseCursor(s string) (uint64, error) {
 func newBundleView(r store.BundleRecord) bundleView {
 	v := bundleView{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: r.Status, By: r.By, Proposer: r.Proposer, At: r.At,
 		BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback, LimitChanges: r.LimitChanges, TestFailures: r.TestFailures,
-		Impact: r.Impact}
+		Impact: r.Impact, Review: storedReview(r)}
 	if r.Failures != nil {
 		v.Failures = make([]gateCaseView, 0, len(r.Failures))
 	}
@@ -273,9 +277,22 @@ func newBundleView(r store.BundleRecord) bundleView {
 	return v
 }
 
+// storedReview is a record's review, or none for a record kept without
+// one (or with one this version cannot read).
+func storedReview(r store.BundleRecord) review.Review {
+	var rv review.Review
+	if len(r.Review) == 0 || json.Unmarshal(r.Review, &rv) != nil {
+		return review.Review{}
+	}
+	return rv
+}
+
+// newBundleViews is the history without the reviews: each may hold a
+// megabyte of diffs, and GET /v1/bundles/{digest} answers one.
 func newBundleViews(h []store.BundleRecord) []bundleView {
 	out := make([]bundleView, 0, len(h))
 	for _, r := range h {
+		r.Review = nil
 		out = append(out, newBundleView(r))
 	}
 	return out
@@ -283,18 +300,24 @@ func newBundleViews(h []store.BundleRecord) []bundleView {
 
 // The small answers.
 type (
-	// awaitingAnswer is a bundle that waits for a second operator.
+	// awaitingAnswer is a bundle that waits for a second operator, with
+	// what its awaiting record holds for them: the replay of recent
+	// decisions and the review.
 	awaitingAnswer struct {
 		Status       store.BundleStatus   `json:"status"`
 		Revision     string               `json:"revision"`
 		Digest       string               `json:"digest"`
 		LimitChanges []policy.LimitChange `json:"limit_changes"`
 		Message      string               `json:"message"`
+		Impact       json.RawMessage      `json:"impact,omitempty"`
+		review.Review
 	}
-	// previewAnswer is a dry run of an upload.
+	// previewAnswer is a dry run of an upload: the gate, the replay and
+	// the review a second operator would see.
 	previewAnswer struct {
 		Gate   policy.Report `json:"gate"`
 		Impact impact.Report `json:"impact"`
+		review.Review
 	}
 	healthAnswer struct {
 		Status string `json:"status"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/review"
 )
 
 func newBundleCmd() *cobra.Command {
@@ -30,13 +31,21 @@ func newBundleTestCmd() *cobra.Command {
 	var against string
 	cmd := &cobra.Command{
 		Use:   "test PATH [--against REV|PATH]",
-		Short: "Run the policy gate on a bundle: its own Rego tests, its limit changes and the boundary cases",
+		Short: "Run the policy gate on a bundle and show what a second operator would review",
 		Long: `Run the policy gate on a bundle directory or .tar.gz, exactly as activation
-does: the bundle's own Rego tests; its limits compared with the reference
-limits, each change declared in its .manifest (metadata.limit_changes);
-then the boundary and invariant cases that ship with countersign, at the
-bundle's limits when every change is declared, else at the reference's.
-Prints one line per case and exits 1 if anything fails.
+does: the bundle's own Rego tests; its limits (and any run bounds and
+breaker thresholds both set) compared with the reference's, each change
+declared in its .manifest (metadata.limit_changes); then the boundary and
+invariant cases that ship with countersign, at the bundle's limits when
+every change is declared, else at the reference's. Prints one line per
+case and exits 1 if anything fails.
+
+Then it prints the review a second operator would read after an upload:
+whether the bundle is a pure tightening of the reference (only that goes
+live on one operator), the unified diff of each Rego file, the data diff,
+and the new allowances: the inputs, generated from what both bundles
+mention and the gate's cases, on which the bundle is more permissive than
+the reference. The review does not change the exit status.
 
 The reference is what a sidecar compares a candidate with: its active
 bundle. By default it is the embedded release ` + policy.BaselineRevision + `, what a sidecar with
@@ -51,11 +60,11 @@ such file exists.`,
 			if err != nil {
 				return err
 			}
-			reference, err := referenceLimits(against)
+			reference, err := referenceBundle(against)
 			if err != nil {
 				return err
 			}
-			report, err := policy.Check(cmd.Context(), b, reference)
+			report, err := policy.CheckAgainst(cmd.Context(), b, reference)
 			if errors.Is(err, policy.ErrForbiddenBuiltin) || errors.Is(err, policy.ErrNoTests) {
 				// A refusal is the gate's answer, as a failed case is.
 				fmt.Fprintf(cmd.OutOrStdout(), "FAIL: bundle %s refused: %v\n", b.Revision(), err)
@@ -67,27 +76,36 @@ such file exists.`,
 			if err := printReport(cmd.OutOrStdout(), report); err != nil {
 				return err
 			}
+			// What a second operator would be shown: the review has no
+			// decision log here, only the literals and the gate's cases.
+			rv, err := review.New(cmd.Context(), reference, b, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			if err := printReview(cmd.OutOrStdout(), rv); err != nil {
+				return err
+			}
 			if !report.Passed() {
 				return &exitError{code: 1, err: fmt.Errorf("bundle %s failed the gate", report.Revision)}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&against, "against", "", "the bundle whose limits are the reference: an embedded release or a bundle file (default: "+policy.BaselineRevision+")")
+	cmd.Flags().StringVar(&against, "against", "", "the bundle compared with, as a sidecar compares with its active one: an embedded release or a bundle file (default: "+policy.BaselineRevision+")")
 	return cmd
 }
 
-// referenceLimits are the limits of the bundle --against names, or the
-// baseline's.
-func referenceLimits(against string) (policy.Limits, error) {
+// referenceBundle is the bundle --against names, or the baseline.
+func referenceBundle(against string) (*policy.Bundle, error) {
 	if against == "" {
-		return policy.BaselineLimits()
+		return policy.Baseline()
 	}
 	b, err := loadBundleArg(against)
 	if err != nil {
-		return policy.Limits{}, fmt.Errorf("--against %s: %w", against, err)
+		return nil, fmt.Errorf("--against %s: %w", against, err)
 	}
-	return b.Limits(), nil
+	return b, nil
 }
 
 // buildFlags are bundle build's command line.
@@ -114,10 +132,12 @@ With --revision and --data it builds a new revision from the one Rego
 source: the .rego files of --rego (tests included), the --data file as
 data.json, and a .manifest with the revision, roots ["countersign"] and
 rego_version 1. Each --limit-change NAME:FROM:TO declares a change of one
-limit of data.countersign.limits in the manifest (metadata.limit_changes):
-FROM is the value in the bundle that will be active when this one is
-activated, TO the value in --data. The gate refuses a bundle whose limits
-differ from the active bundle's without such a declaration.
+limit of data.countersign.limits (refund_auto ...), or of a run bound or a
+breaker threshold that both bundles set (bounds.max_steps,
+breaker.max_failures ...), in the manifest (metadata.limit_changes): FROM is
+the value in the bundle that will be active when this one is activated, TO
+the value in --data. The gate refuses a bundle whose limits differ from the
+active bundle's without such a declaration.
 
 With DIR it packs a bundle directory as it is (.manifest, data.json,
 .rego files).

@@ -72,6 +72,33 @@ func TestBundleTest(t *testing.T) {
 	}
 }
 
+// bundle test shows the review a second operator would read: a release
+// with p1's rules and limits is a pure tightening of the baseline; the
+// rep-ana rule passes the gate and is not, and its review names it.
+func TestBundleTestShowsTheReview(t *testing.T) {
+	out, err := runBundle(t, "test", "p3")
+	if err != nil || !strings.Contains(out, "\nreview against p1 (sha256 ") || !strings.Contains(out, "second operator: not needed, a pure tightening") ||
+		!strings.Contains(out, "new allowances: none; the candidate has the rules and data of the bundle it replaces") {
+		t.Errorf("p3: %v\n%s", err, out)
+	}
+	ana := filepath.Join(t.TempDir(), "ana.tar.gz")
+	writeBundle(t, ana, allowAnaOnO1002)
+	out, err = runBundle(t, "test", ana)
+	if err != nil {
+		t.Fatalf("the rep-ana rule passes the gate: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"second operator: needed, it is not a pure tightening:\n  Rego module /call/call.rego is changed\n",
+		"diff /call/call.rego modified (the rules change):\n--- a/call/call.rego\n+++ b/call/call.rego\n@@ ",
+		"+\tinput.args.amount >= 45000\n",
+		"  call by rep-ana (EU) issue_refund O-1002 (EU, paid $510.00) $450.00: REQUIRE_APPROVAL (R7-refund-needs-approval) → ALLOW (default-allow-after-checks)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the review lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // failingLines are the FAIL lines of bundle test's table, with runs of
 // blanks made one.
 func failingLines(out string) []string {

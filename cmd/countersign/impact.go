@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,8 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/review"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -29,6 +33,12 @@ CANDIDATE (a bundle directory or .tar.gz), each with the input the policy
 evaluated at the time, and show the decisions that would come out
 otherwise, grouped by what they were, what they would be and the
 candidate's rule, largest group first, with up to three examples each.
+
+Then show the review a second operator would read, against the bundle
+the sidecar has active (the baseline release when none): whether the
+candidate is a pure tightening of it, the Rego and data diffs, and the
+new allowances, from what both bundles mention, the gate's cases and
+these decisions' inputs.
 
 Only the policy changes in a replay: the facts (the order, the totals) are
 those recorded. Decisions logged before inputs were recorded are skipped
@@ -51,24 +61,68 @@ POST /v1/bundles?dry_run=true.`,
 			}
 			defer db.Close()
 			var log []store.Decision
-			if err := db.View(func(tx *store.Tx) (err error) { log, err = tx.LastDecisions(last); return err }); err != nil {
+			var active []byte
+			if err := db.View(func(tx *store.Tx) (err error) {
+				if log, err = tx.LastDecisions(last); err != nil {
+					return err
+				}
+				_, active, err = tx.ActiveBundle()
+				if errors.Is(err, store.ErrNotFound) {
+					return nil
+				}
+				return err
+			}); err != nil {
 				return err
 			}
 			report, err := impact.Replay(cmd.Context(), candidate, log)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), report)
+			rv, err := reviewAgainst(cmd.Context(), active, candidate, log)
+			if err != nil {
+				return err
 			}
-			return printImpact(cmd.OutOrStdout(), candidate, report)
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), impactAnswer{Report: report, Review: rv})
+			}
+			if err := printImpact(cmd.OutOrStdout(), candidate, report); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			return printReview(cmd.OutOrStdout(), rv)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
 	cmd.Flags().IntVar(&last, "last", impact.DefaultLast, "how many of the most recent decisions to replay")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print the report as JSON ({"replayed", "skipped", "changed": [{"from", "to", "rule", "count", "examples"}]})`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the report as JSON ({"replayed", "skipped", "changed": [{"from", "to", "rule", "count", "examples"}], and the review's "against", "second_operator", "diff", "data_diff", "new_allowances"})`)
 	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
 	return cmd
+}
+
+// impactAnswer is bundle impact's JSON: the replay and the review.
+type impactAnswer struct {
+	impact.Report
+	review.Review
+}
+
+// reviewAgainst reviews candidate against the bundle a stopped sidecar
+// had active (archive; the baseline when none), with the inputs of the
+// decisions it logged, newest first.
+func reviewAgainst(ctx context.Context, archive []byte, candidate *policy.Bundle, log []store.Decision) (review.Review, error) {
+	ref, err := policy.Baseline()
+	if archive != nil {
+		ref, err = policy.LoadArchive(archive)
+	}
+	if err != nil {
+		return review.Review{}, fmt.Errorf("the sidecar's active bundle: %w", err)
+	}
+	var logged []policy.Input
+	for i := len(log) - 1; i >= 0; i-- {
+		if in, err := engine.UnmarshalInput(log[i].Input); len(log[i].Input) > 0 && err == nil {
+			logged = append(logged, in)
+		}
+	}
+	return review.New(ctx, ref, candidate, logged)
 }
 
 // printImpact writes the report as a table, one change a row.

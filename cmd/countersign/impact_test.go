@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/review"
 )
 
 func runImpact(t *testing.T, args ...string) (string, error) {
@@ -91,17 +92,32 @@ func TestBundleImpact(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
-	if rows := strings.Count(out, "\n"); rows != 3 {
+	table, rest, _ := strings.Cut(out, "\n\n")
+	if rows := strings.Count(table+"\n", "\n"); rows != 3 {
 		t.Errorf("%d lines, want a summary, a header and one change:\n%s", rows, out)
+	}
+	// Then the review against the sidecar's active p1: only a limit,
+	// raised, and what it lets through.
+	for _, want := range []string{"review against p1 (sha256 ", "second operator: needed, it is not a pure tightening:",
+		"data.countersign.limits.refund_auto 5000 → 7500 loosens refund_auto", "new allowances: "} {
+		if !strings.Contains(rest, want) {
+			t.Errorf("the review lacks %q:\n%s", want, rest)
+		}
 	}
 
 	out, err = runImpact(t, "--data", dir, candidate, "--last", "2", "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var r impact.Report
+	var r struct {
+		impact.Report
+		review.Review
+	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if r.Against.Revision != "p1" || len(r.DataDiff) != 1 || r.NewAllowances.Count == 0 {
+		t.Errorf("--json review: %+v", r.Review)
 	}
 	if r.Replayed != 2 || r.Skipped != 0 || len(r.Changed) != 1 || r.Changed[0].Count != 1 ||
 		len(r.Changed[0].Examples) != 1 || r.Changed[0].Examples[0].Workflow != "W2" || r.Changed[0].Examples[0].N != 3 ||
@@ -110,8 +126,18 @@ func TestBundleImpact(t *testing.T) {
 	}
 
 	out, err = runImpact(t, "--data", dir, releaseFile(t, "p1"))
-	if err != nil || !strings.Contains(out, "no decision would change") {
+	if err != nil || !strings.Contains(out, "no decision would change") || !strings.Contains(out, "second operator: not needed, a pure tightening") {
 		t.Errorf("p1 against its own decisions: %v\n%s", err, out)
+	}
+
+	// A rule for one rep and one order flips no logged decision, and the
+	// review shows it.
+	ana := filepath.Join(t.TempDir(), "ana.tar.gz")
+	writeBundle(t, ana, allowAnaOnO1002)
+	out, err = runImpact(t, "--data", dir, ana)
+	if err != nil || !strings.Contains(out, "no decision would change") || !strings.Contains(out, "+\tinput.user.id == \"rep-ana\"\n") ||
+		!strings.Contains(out, "call by rep-ana (EU) issue_refund O-1002 (EU, paid $480.00) $450.00: REQUIRE_APPROVAL (R7-refund-needs-approval) → ALLOW") {
+		t.Errorf("the rep-ana rule: %v\n%s", err, out)
 	}
 }
 
@@ -137,6 +163,29 @@ func TestBundleImpactRefuses(t *testing.T) {
 }
 
 // releaseFile writes an embedded release to a file and returns its path.
+// allowAnaOnO1002 is issue 20's rule: rep-ana refunds $450.00 or more of
+// O-1002 with no lead.
+func allowAnaOnO1002(src string) string {
+	const r4 = `} else := deny("R4-exceeds-amount-paid") if {`
+	return strings.Replace(src, r4, "} else := allow if {\n\tinput.user.id == \"rep-ana\"\n\tinput.args.order == \"O-1002\"\n\tinput.args.amount >= 45000\n"+r4, 1)
+}
+
+// writeBundle writes p1 with call.rego through edit to path.
+func writeBundle(t *testing.T, path string, edit func(string) string) {
+	t.Helper()
+	fsys, err := bundles.Variant("p1", "p1-edited", edit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func releaseFile(t *testing.T, name string) string {
 	t.Helper()
 	archive, err := bundles.Archive(name)

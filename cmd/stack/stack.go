@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,6 +157,7 @@ func (st *Stack) newPolicy(o Options) {
 		History: release.History{DB: st.Store, Log: st.Audit}, Clock: o.Clock, Timeout: o.PolicyTimeout,
 		Verifier:             o.BundleVerifier,
 		UnrestrictedBuiltins: o.Controls != nil && !o.Controls.RestrictedBuiltins,
+		LimitOnlyLoosening:   o.Controls != nil && !o.Controls.TwoPersonLoosening,
 	})
 	st.Releases = release.New(st.Store, st.Policy)
 }
@@ -163,11 +165,22 @@ func (st *Stack) newPolicy(o Options) {
 // loadBundle activates o.Bundle, or restores the bundle the store records
 // as active, or on a store that records none activates o.FirstBundle's.
 // Without either a fresh sidecar stays not ready until an operator
-// activates a bundle through the gate.
+// activates a bundle through the gate. An o.Bundle that is not a pure
+// tightening of the bundle in force (the baseline release on a fresh
+// store) is recorded as awaiting a second operator and the sidecar starts
+// with the bundle it had, or none: starting it with a bundle is one
+// person's act like an upload, and the second operator approves it over
+// the API, which a refused start would leave nobody to call.
 func (st *Stack) loadBundle(ctx context.Context, o Options) error {
 	by := policy.Activation{By: o.ActivatedBy}
 	if o.Bundle != nil {
 		_, err := st.Releases.ActivateBundle(ctx, o.Bundle, by)
+		var aw *policy.AwaitingError
+		if errors.As(err, &aw) {
+			o.Logger.Warn("the bundle to start with awaits a second operator; another operator approves it with POST /v1/bundles/{digest}/approve",
+				"revision", aw.Revision, "digest", aw.Digest, "why", strings.Join(aw.Reasons, "; "))
+			return nil
+		}
 		return err
 	}
 	err := st.Releases.Restore(ctx)

@@ -355,3 +355,57 @@ func signingPair(t *testing.T) (*policy.Signer, *policy.Verifier) {
 	}
 	return signer, verifier
 }
+
+// A sidecar started with a bundle that is not a pure tightening of the
+// baseline (here p1 with R7 sparing rep-ben) records it as awaiting a
+// second operator and starts without it, not ready; a second operator
+// approves it over the API and the sidecar is ready with it. A refused
+// start would have left no API to approve it through.
+func TestStartWithABundleThatNeedsASecondOperator(t *testing.T) {
+	trusted, tokens := devIssuer(t)
+	const r7 = "} else := require_approval(\"R7-refund-needs-approval\") if {\n\tnot within_auto_refund\n"
+	fsys, err := bundles.Variant("p1", "p1-ben", func(s string) string {
+		return strings.Replace(s, r7, r7+"\tinput.user.id != \"rep-ben\"\n", 1)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.LoadFS(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := production(t)
+	o.Issuers, o.Bundle = []authn.Issuer{trusted}, b
+	st, err := stack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("start with p1-ben: %v", err)
+	}
+	defer st.Close()
+	if rev := st.Policy.Revision(); rev != "" {
+		t.Fatalf("active %q at start, want none until a second operator approves p1-ben", rev)
+	}
+	status := func(method, path, token string) int {
+		req, err := http.NewRequest(method, st.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := status(http.MethodGet, "/readyz", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d, want 503", code)
+	}
+	if code := status(http.MethodPost, "/v1/bundles/"+b.Digest()+"/approve", tokens["ops-jon"]); code != http.StatusCreated {
+		t.Fatalf("ops-jon approving p1-ben: %d", code)
+	}
+	if code := status(http.MethodGet, "/readyz", ""); code != http.StatusOK || st.Policy.Revision() != "p1-ben" {
+		t.Errorf("/readyz %d with %q active, want 200 and p1-ben", code, st.Policy.Revision())
+	}
+}

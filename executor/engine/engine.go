@@ -106,6 +106,13 @@ type Controls struct {
 	// workflow over recorded. Removed, step writes do not check it.
 	// Without Options.Leases there is nothing to check.
 	LeaseFencing bool
+	// TwoPersonLoosening has a bundle go live on one operator only when
+	// it is a pure tightening of the active one (the same rules, the same
+	// data keys, limits moved the tightening way); anything else waits
+	// for a second operator. Removed, only a declared limit change that
+	// loosens needs two, so a new allow rule goes live on one. The policy
+	// engine enforces it: whoever builds it passes it on.
+	TwoPersonLoosening bool
 }
 
 // DefaultControls is the designed system: every control on.
@@ -115,6 +122,7 @@ func DefaultControls() Controls {
 		Cumulative: true, StrictSchema: true, DownstreamCeiling: true, CheckSwitchAtExecution: true,
 		SingleUseTokens: true, ReshipHistory: true, NarrowDelegation: true, ResolveByReference: true, RestrictedBuiltins: true,
 		Breaker: true, LinePricing: true, ApprovalRoleFloor: true, ReferenceKeys: true, EffectFence: true, LeaseFencing: true,
+		TwoPersonLoosening: true,
 	}
 }
 

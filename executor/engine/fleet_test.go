@@ -86,7 +86,8 @@ func TestApproverRulesAreTheFleetsActiveBundles(t *testing.T) {
 	if s.Status != store.StepWaitingApproval {
 		t.Fatalf("$120 refund: %s, want waiting_approval", s.Status)
 	}
-	if _, err := releasesA.ActivateBundle(ctx, strictApprovers(t), policy.Activation{By: "ops-ida"}); err != nil {
+	// A rule change: two operators activate it.
+	if _, err := releasesA.ActivateBundle(ctx, strictApprovers(t), policy.Activation{By: "ops-jon", Proposer: "ops-ida"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -63,6 +63,11 @@ type Bundle struct {
 	limits   Limits
 	autonomy Autonomy
 	changes  []LimitChange
+	// figures are the numbers of the limit table its data holds; modules
+	// its Rego files, sorted by path; data its data document, as JSON.
+	figures figures
+	modules []Module
+	data    []byte
 	// forbidden is set when the production modules call a built-in outside
 	// Capabilities; the queries are then compiled without the allowlist,
 	// and only an engine without it (a test knob) activates the bundle.
@@ -90,6 +95,39 @@ func (b *Bundle) Autonomy() Autonomy { return b.autonomy }
 
 // LimitChanges are the limit changes its .manifest declares.
 func (b *Bundle) LimitChanges() []LimitChange { return slices.Clone(b.changes) }
+
+// Modules are the bundle's Rego files, sorted by path, its tests among
+// them (Module.Test).
+func (b *Bundle) Modules() []Module { return slices.Clone(b.modules) }
+
+// Data is the bundle's data document as JSON: what data.json (and any
+// other data file) holds, merged as OPA merges them.
+func (b *Bundle) Data() json.RawMessage { return bytes.Clone(b.data) }
+
+// Module is one Rego file of a bundle.
+type Module struct {
+	// Path is the file's path in the bundle ("/call/call.rego").
+	Path string
+	// Text is the file as written.
+	Text string
+	// Test is set for a *_test.rego file: the gate runs its tests, and no
+	// decision ever evaluates it.
+	Test   bool
+	parsed *ast.Module
+}
+
+// Parsed returns a copy of the module as OPA parsed it: what a decision
+// evaluates, without the comments and the layout of Text.
+func (m Module) Parsed() *ast.Module { return m.parsed.Copy() }
+
+func modulesOf(raw bundle.Bundle) []Module {
+	out := make([]Module, 0, len(raw.Modules))
+	for _, m := range raw.Modules {
+		out = append(out, Module{Path: m.Path, Text: string(m.Raw), Test: isTestFile(m.Path), parsed: m.Parsed})
+	}
+	slices.SortFunc(out, func(a, b Module) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
 
 // Forbidden is the bundle's call of a built-in outside Capabilities, or nil.
 // An engine refuses such a bundle on every path; loading it succeeds only so
@@ -161,13 +199,18 @@ func LoadArchive(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	changes, err := decodeLimitChanges(raw.Manifest.Metadata, limits)
-	if err != nil {
-		return nil, err
-	}
 	autonomy, err := decodeAutonomy(raw.Data, limits)
 	if err != nil {
 		return nil, err
+	}
+	fig := figuresOf(raw.Data)
+	changes, err := decodeLimitChanges(raw.Manifest.Metadata, fig)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(raw.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: data: %v", ErrInvalidBundle, err)
 	}
 	sum := sha256.Sum256(data)
 	b := &Bundle{
@@ -177,6 +220,9 @@ func LoadArchive(data []byte) (*Bundle, error) {
 		limits:   limits,
 		autonomy: autonomy,
 		changes:  changes,
+		figures:  fig,
+		modules:  modulesOf(raw),
+		data:     doc,
 	}
 	if err := b.prepare(raw); err != nil {
 		return nil, err

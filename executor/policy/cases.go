@@ -38,8 +38,11 @@ type callCase struct {
 	name   string
 	amount money.Cents // shown in the report; zero where none applies
 	input  ast.Value
-	want   Decision
-	rule   string
+	// typed is the input as an Input, nil for the cases whose input an
+	// Input cannot express (a member missing or mistyped).
+	typed *Input
+	want  Decision
+	rule  string
 }
 
 type approverCase struct {
@@ -68,7 +71,30 @@ func caseOrder(id string, paid money.Cents) Order {
 }
 
 func call(name string, in Input, want Decision, rule string) callCase {
-	return callCase{name: name, amount: in.Args.Amount, input: callInput(in), want: want, rule: rule}
+	return callCase{name: name, amount: in.Args.Amount, input: callInput(in), typed: &in, want: want, rule: rule}
+}
+
+// CaseInputs are the inputs of the gate's call cases at limits l (those
+// an Input can express), in the suite's order: the boundaries a reviewer's
+// generated inputs start from.
+func CaseInputs(l Limits) []Input {
+	var out []Input
+	for _, c := range callCases(l, l) {
+		if c.typed != nil {
+			out = append(out, *c.typed)
+		}
+	}
+	return out
+}
+
+// ApproverCaseInputs are the inputs of the gate's approver cases at
+// limits l, in the suite's order, timed from the gate's fixed date.
+func ApproverCaseInputs(l Limits) []ApproverInput {
+	var out []ApproverInput
+	for _, c := range approverCases(l) {
+		out = append(out, c.in)
+	}
+	return out
 }
 
 func refund(user *User, o Order, t Totals, amount money.Cents) Input {

@@ -34,12 +34,33 @@
 // A bundle owns its limits (data.countersign.limits). A bundle whose
 // limits differ from the active bundle's declares each change in its
 // .manifest, metadata.limit_changes: [{"name", "from", "to"}], from the
-// active bundle's value to its own (LimitChange). A declaration that
-// cannot be right whatever is active (an unknown limit, to other than the
-// bundle's value, no change, twice) is ErrInvalidBundle at load. With no
-// bundle active, the reference is the embedded release BaselineRevision
-// (BaselineLimits). Report.Loosens names the declared changes that let
-// more through (LimitChange.Loosens says which way each limit loosens).
+// active bundle's value to its own (LimitChange). The limit table holds
+// the eight limits, then the bounds of a run and the breaker's thresholds
+// under "<object>.<member>" names (bounds.max_steps, bounds.max_spend,
+// bounds.deadline_seconds, bounds.max_attempts, breaker.max_failures,
+// breaker.window_seconds): a change of one of those that both bundles set
+// is declared the same way; one that only one of them sets is a data key
+// added or removed (see below), not a change. A declaration that cannot
+// be right whatever is active (an unknown name, one the bundle does not
+// set, to other than the bundle's value, no change, twice) is
+// ErrInvalidBundle at load. With no bundle active, the reference is the
+// embedded release BaselineRevision (Baseline, BaselineLimits).
+// Report.Loosens names the declared changes that let more through
+// (LimitChange.Loosens says which way each number loosens: up, but for the
+// windows a cap or the breaker counts over, which loosen down).
+//
+// # Who may loosen
+//
+// Only a pure tightening of the bundle it replaces goes live on one
+// operator (Compare, tighten.go): its policy modules parse to the same
+// rules (layout and comments aside; test modules may differ), its data
+// has the same keys, and every value that differs is a number of the
+// limit table moved the tightening way. Anything else (a rule, an approver
+// rule, a module added, a data key added or removed, a list, a mode, a
+// loosened limit) waits for a second operator, as a break-glass
+// activation does, and the AwaitingError says why, one reason a line.
+// Options.LimitOnlyLoosening removes the control, for the tests that show
+// it matters: then only a declared limit change that loosens needs two.
 //
 // # Bounds of a run
 //
@@ -66,9 +87,12 @@
 // what it breaks. The invariant cases hold for any limits. The Report
 // lists every failure as (case, amount, expected, got). Engine.Activate
 // checks against the active bundle, swaps a bundle in atomically only if
-// it passes, records every attempt in a History, and leaves the active
+// it passes (and, when it is not a pure tightening, a second operator
+// approved it), records every attempt in a History, and leaves the active
 // bundle in force otherwise. A break-glass activation skips the gate with
-// a written reason and is recorded as such.
+// a written reason and is recorded as such. CaseInputs and
+// ApproverCaseInputs give the cases' inputs to a reviewer that generates
+// more from them (package review).
 //
 // # Signatures
 //

@@ -42,6 +42,15 @@ type Options struct {
 	// (http.send, time.now_ns ...), not Capabilities. The zero value keeps
 	// the control on; no flag, file or endpoint sets this.
 	UnrestrictedBuiltins bool
+
+	// LimitOnlyLoosening removes a safety control, for the tests that
+	// prove the control matters: a bundle then needs a second operator
+	// only when a limit change it declares loosens (the second wave's
+	// rule), so new rules, approver rules and any other data go live on
+	// one operator. The zero value keeps the control on (only a pure
+	// tightening goes live on one operator: see Compare); no flag, file or
+	// endpoint sets this.
+	LimitOnlyLoosening bool
 }
 
 // Engine answers policy questions with the active bundle and activates new
@@ -52,6 +61,8 @@ type Engine struct {
 	clock    clock.Clock
 	gate     gate
 	verifier *Verifier
+	// limitOnly is Options.LimitOnlyLoosening.
+	limitOnly bool
 	// activating runs one activation at a time, from reading the
 	// reference limits to the swap, so the gate compares a candidate with
 	// the bundle it replaces.
@@ -63,7 +74,7 @@ type Engine struct {
 // New returns an engine with no active bundle: every decision fails with
 // ErrNoBundle until Activate or Restore installs one.
 func New(opts Options) *Engine {
-	e := &Engine{history: opts.History, clock: opts.Clock, gate: defaultGate(), verifier: opts.Verifier}
+	e := &Engine{history: opts.History, clock: opts.Clock, gate: defaultGate(), verifier: opts.Verifier, limitOnly: opts.LimitOnlyLoosening}
 	if e.history == nil {
 		e.history = NopHistory{}
 	}
@@ -140,13 +151,18 @@ type Activation struct {
 	// bundle's own limits.
 	Rollback bool
 	// Proposer is the operator who proposed a change that needs a second
-	// operator (one that loosens a limit, or breaks the glass); By is then
-	// the second operator, and must be someone else. Empty: By proposes,
-	// and such a change waits (ErrAwaitingSecondOperator).
+	// operator (one that is not a pure tightening of the active bundle,
+	// or breaks the glass); By is then the second operator, and must be
+	// someone else. Empty: By proposes, and such a change waits
+	// (ErrAwaitingSecondOperator).
 	Proposer string
 	// Impact is the replay of recent decisions against the bundle, kept
 	// with its record for the second operator and the audit.
 	Impact any
+	// Review is what the second operator is shown (the differences from
+	// the bundle it replaces and what it newly allows), kept with its
+	// record.
+	Review any
 	// Replacing is the digest of the bundle this one replaces when the
 	// engine could not load it (the store's active bundle, unsigned where a
 	// signature is now required): HistoryRecord.Replaces. Empty, it is the
@@ -155,18 +171,19 @@ type Activation struct {
 }
 
 // Activate makes b the active bundle if it passes the gate (Check, against
-// the active bundle's limits, or BaselineLimits when none is active). A
-// bundle that loosens a limit, or a break-glass activation (which skips the
-// gate's verdict), needs a second operator: without a Proposer it is
-// recorded as awaiting one and the error is an *AwaitingError; with a
-// Proposer equal to By it is ErrSameOperator. Every attempt is recorded in
-// the history, before the swap. A bundle that fails the gate leaves the
-// active one in force; the error is a *GateError carrying the Report,
-// which is also returned. A bundle that calls a forbidden built-in is
-// refused even with break glass (*ForbiddenBuiltinError), and one without
-// Rego tests is refused by the gate (ErrNoTests); both are recorded as
-// rejected. With Options.Verifier, a bundle it does not verify is refused
-// first, break glass or not (ErrSignatureInvalid), and not recorded.
+// the active bundle, or Baseline when none is active). Only a pure
+// tightening of that bundle (Compare) goes live on one operator: any
+// other bundle, or a break-glass activation (which skips the gate's
+// verdict), needs a second operator: without a Proposer it is recorded as
+// awaiting one and the error is an *AwaitingError; with a Proposer equal
+// to By it is ErrSameOperator. Every attempt is recorded in the history,
+// before the swap. A bundle that fails the gate leaves the active one in
+// force; the error is a *GateError carrying the Report, which is also
+// returned. A bundle that calls a forbidden built-in is refused even with
+// break glass (*ForbiddenBuiltinError), and one without Rego tests is
+// refused by the gate (ErrNoTests); both are recorded as rejected. With
+// Options.Verifier, a bundle it does not verify is refused first, break
+// glass or not (ErrSignatureInvalid), and not recorded.
 func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report, error) {
 	if b == nil {
 		return Report{}, fmt.Errorf("%w: no bundle to activate", ErrInvalidBundle)
@@ -187,15 +204,15 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		return report, e.reject(ctx, b, a, err)
 	}
 	replaced := e.active.Load()
-	reference, err := referenceOf(replaced)
+	ref, err := referenceBundle(replaced)
 	if err != nil {
 		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
 	declared := b.changes
 	if a.Rollback {
-		declared = ChangesBetween(reference, b.limits)
+		declared = changesBetween(ref.figures, b.figures)
 	}
-	report, err = e.gate.check(ctx, b, reference, declared)
+	report, err = e.gate.check(ctx, b, referenceFrom(ref), declared)
 	failures := report.Failures()
 	switch {
 	case err != nil && a.BreakGlass:
@@ -205,6 +222,10 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	case refused(err):
 		return report, e.reject(ctx, b, a, err)
 	case err != nil:
+		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
+	}
+	why, err := e.secondOperator(ref, b, report)
+	if err != nil {
 		return report, fmt.Errorf("policy: activate %s: %w", b.revision, err)
 	}
 
@@ -224,6 +245,7 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		Failures:     failures,
 		TestFailures: report.TestFailures,
 		Impact:       a.Impact,
+		Review:       a.Review,
 		Bundle:       b.archive,
 	}
 	switch {
@@ -233,7 +255,7 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 		rec.Replaces = replaced.digest
 	}
 	passed := a.BreakGlass || report.Passed()
-	second := a.BreakGlass || len(report.Loosens()) > 0
+	second := a.BreakGlass || len(why) > 0
 	switch {
 	case !passed:
 		rec.Status = StatusRejected
@@ -248,33 +270,50 @@ func (e *Engine) Activate(ctx context.Context, b *Bundle, a Activation) (Report,
 	case StatusRejected:
 		return report, &GateError{Report: report}
 	case StatusAwaitingSecondOperator:
-		return report, &AwaitingError{Revision: b.revision, Digest: b.digest, Loosens: report.Loosens(), BreakGlass: a.BreakGlass}
+		return report, &AwaitingError{Revision: b.revision, Digest: b.digest, Loosens: report.Loosens(), Reasons: why, BreakGlass: a.BreakGlass}
 	}
 	e.active.Store(b)
 	return report, nil
 }
 
-// ChangesBetween lists every limit of own that differs from reference: the
-// changes a rollback declares, and what `bundle history` shows between
-// consecutive revisions.
-func ChangesBetween(reference, own Limits) []LimitChange {
-	var out []LimitChange
-	for _, l := range limitTable {
-		if from, to := l.value(reference), l.value(own); from != to {
-			out = append(out, LimitChange{Name: l.name, From: from, To: to})
+// secondOperator says why b needs a second operator, one reason a line;
+// none when it may go live on one. A declared limit change that loosens
+// always needs one; with the control on, so does anything but a pure
+// tightening of ref (Compare).
+func (e *Engine) secondOperator(ref, b *Bundle, report Report) ([]string, error) {
+	if e.limitOnly {
+		var why []string
+		for _, c := range report.Loosens() {
+			why = append(why, "it loosens "+c.String())
 		}
+		return why, nil
 	}
-	return out
+	c, err := Compare(ref, b)
+	if err != nil {
+		return nil, err
+	}
+	return c.Reasons(), nil
 }
 
-// referenceOf is what a candidate's limits are compared with: those of
-// active, the active bundle, or the baseline release's when none is.
-func referenceOf(active *Bundle) (Limits, error) {
-	if active != nil {
-		return active.limits, nil
-	}
-	return BaselineLimits()
+// ChangesBetween lists every limit of own that differs from reference:
+// what `bundle history` shows between consecutive revisions. (A rollback
+// declares the bounds and breaker thresholds both bundles set as well.)
+func ChangesBetween(reference, own Limits) []LimitChange {
+	return changesBetween(limitFigures(reference), limitFigures(own))
 }
+
+// referenceBundle is what a candidate is compared with: active, the
+// active bundle, or the baseline release when none is.
+func referenceBundle(active *Bundle) (*Bundle, error) {
+	if active != nil {
+		return active, nil
+	}
+	return Baseline()
+}
+
+// Reference is the bundle a candidate offered now is compared with: the
+// active bundle, or Baseline when none is active.
+func (e *Engine) Reference() (*Bundle, error) { return referenceBundle(e.active.Load()) }
 
 // Load reads a bundle archive and, when the engine requires signatures,
 // verifies it (ErrSignatureInvalid).
@@ -295,11 +334,11 @@ func (e *Engine) Preview(ctx context.Context, b *Bundle) (Report, error) {
 	if err := e.verify(b); err != nil {
 		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
 	}
-	reference, err := referenceOf(e.active.Load())
+	ref, err := e.Reference()
 	if err != nil {
 		return Report{}, fmt.Errorf("policy: preview %s: %w", b.revision, err)
 	}
-	return e.gate.check(ctx, b, reference, b.changes)
+	return e.gate.check(ctx, b, referenceFrom(ref), b.changes)
 }
 
 // verify checks b's signature when the engine requires one.

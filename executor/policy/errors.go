@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors of the policy engine. Every error that stops a decision means the
@@ -72,14 +73,21 @@ var ErrAwaitingSecondOperator = errors.New("policy: the bundle awaits a second o
 // operator: the bundle is recorded as awaiting one, nothing changed yet.
 type AwaitingError struct {
 	Revision, Digest string
-	Loosens          []LimitChange
-	BreakGlass       bool
+	// Loosens are the declared limit changes that loosen.
+	Loosens []LimitChange
+	// Reasons say why it is not a pure tightening of the bundle it
+	// replaces (Comparison.Reasons), one a line.
+	Reasons    []string
+	BreakGlass bool
 }
 
 func (e *AwaitingError) Error() string {
-	why := fmt.Sprintf("it loosens %d limit(s)", len(e.Loosens))
-	if e.BreakGlass {
+	why := "it is not a pure tightening of the active bundle: " + strings.Join(e.Reasons, "; ")
+	switch {
+	case e.BreakGlass:
 		why = "it breaks the glass"
+	case len(e.Reasons) == 0:
+		why = fmt.Sprintf("it loosens %d limit(s)", len(e.Loosens))
 	}
 	return fmt.Sprintf("%v: revision %q (%s): %s; another operator approves it with POST /v1/bundles/%s/approve",
 		ErrAwaitingSecondOperator, e.Revision, e.Digest, why, e.Digest)

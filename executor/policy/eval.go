@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -194,3 +195,20 @@ func str(s string) *ast.Term { return ast.StringTerm(s) }
 func cents(c money.Cents) *ast.Term { return ast.IntNumberTerm(int(c)) }
 
 func seconds(t time.Time) *ast.Term { return ast.IntNumberTerm(int(t.Unix())) }
+
+// InputJSON is in as the call policy sees it, as JSON (members sorted):
+// what a reviewer is shown of a generated input.
+func InputJSON(in Input) (json.RawMessage, error) { return valueJSON(callInput(in)) }
+
+// ApproverInputJSON is in as the approver policy sees it, as JSON.
+func ApproverInputJSON(in ApproverInput) (json.RawMessage, error) {
+	return valueJSON(approverInput(in))
+}
+
+func valueJSON(v ast.Value) (json.RawMessage, error) {
+	x, err := ast.JSON(v)
+	if err != nil {
+		return nil, fmt.Errorf("policy: input as JSON: %w", err)
+	}
+	return json.Marshal(x)
+}

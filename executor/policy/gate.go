@@ -168,19 +168,38 @@ func (c CaseResult) Pass() bool {
 // LimitChangeUndeclared, and the boundary cases then run at the reference
 // limits, so a bundle that loosens a limit unannounced fails them too,
 // even if its own tests (which set their limits) pass. When every change
-// is declared the cases run at the candidate's limits.
+// is declared the cases run at the candidate's limits. A reference known
+// by its limits sets no bounds and no breaker, as the released bundles do;
+// CheckAgainst compares those too.
 //
 // A bundle that fails is reported, not returned as an error. The error is
 // a refusal (*ForbiddenBuiltinError, ErrNoTests: the bundle cannot be
 // judged by its tests at all) or a gate that could not run (a cancelled
 // context). Check runs as an engine with default Options does.
-func Check(ctx context.Context, b *Bundle, reference Limits) (Report, error) {
-	return defaultGate().check(ctx, b, reference, b.changes)
+func Check(ctx context.Context, b *Bundle, limits Limits) (Report, error) {
+	return defaultGate().check(ctx, b, reference{limits: limits, figures: limitFigures(limits)}, b.changes)
 }
+
+// CheckAgainst is Check with a reference bundle: its limits, and the
+// bounds and breaker thresholds it sets, which a candidate that sets them
+// too must declare a change of in the same way.
+func CheckAgainst(ctx context.Context, b, ref *Bundle) (Report, error) {
+	return defaultGate().check(ctx, b, referenceFrom(ref), b.changes)
+}
+
+// reference is what the gate compares a candidate with: the limits the
+// boundary cases fall back to, and the figures the candidate's must equal
+// or declare a change from.
+type reference struct {
+	limits  Limits
+	figures figures
+}
+
+func referenceFrom(b *Bundle) reference { return reference{limits: b.limits, figures: b.figures} }
 
 // check runs the gate with the limit changes declared (the bundle's own,
 // or every difference for a rollback).
-func (g gate) check(ctx context.Context, b *Bundle, reference Limits, declared []LimitChange) (Report, error) {
+func (g gate) check(ctx context.Context, b *Bundle, ref reference, declared []LimitChange) (Report, error) {
 	r := Report{Revision: b.revision, Digest: b.digest, Changes: declared}
 	if err := g.admit(b); err != nil {
 		return r, err
@@ -190,10 +209,10 @@ func (g gate) check(ctx context.Context, b *Bundle, reference Limits, declared [
 		return r, err
 	}
 	r.TestsPassed, r.TestFailures = passed, failures
-	r.LimitFailures = limitFailures(reference, b.limits, declared)
+	r.LimitFailures = limitFailures(ref.figures, b.figures, declared)
 	r.Limits = b.limits
 	if len(r.LimitFailures) > 0 {
-		r.Limits = reference
+		r.Limits = ref.limits
 	}
 	r.Cases = g.runCases(ctx, b, r.Limits)
 	return r, ctx.Err()

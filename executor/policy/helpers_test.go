@@ -22,6 +22,11 @@ var (
 	repCy  = person("rep-cy")
 )
 
+// twoOperators activates a bundle as ops-jon approving what ops-ida
+// proposed: for the tests of other controls, whose bundles change rules
+// and so are never a pure tightening.
+var twoOperators = policy.Activation{By: "ops-jon", Proposer: "ops-ida"}
+
 func person(id string) *policy.User {
 	p, ok := fixture.PersonByID(id)
 	if !ok {

@@ -24,7 +24,8 @@ const (
 	StatusSuperseded Status = "superseded"
 	StatusRejected   Status = "rejected"
 	// StatusAwaitingSecondOperator: it passed the gate (or breaks the
-	// glass) and loosens a limit; another operator must approve it.
+	// glass) and is not a pure tightening of the bundle it replaces;
+	// another operator must approve it.
 	StatusAwaitingSecondOperator Status = "awaiting_second_operator"
 	// StatusApproved: it was awaiting a second operator, who approved it;
 	// the activation is a record of its own.
@@ -48,6 +49,8 @@ type HistoryRecord struct {
 	// rollback); Impact the replay of recent decisions, when one was made.
 	Changes []LimitChange `json:"limit_changes,omitempty"`
 	Impact  any           `json:"impact,omitempty"`
+	// Review is what the second operator is shown (Activation.Review).
+	Review any `json:"review,omitempty"`
 	// Failures are the gate's failures (Report.Failures); TestFailures its own
 	// Rego tests that failed. Both are empty for a break-glass activation,
 	// which skips the gate.

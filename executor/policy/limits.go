@@ -27,9 +27,11 @@ const LimitChangeUndeclared = "limit_change_undeclared"
 
 // LimitChange is a change of one limit that a bundle declares in its
 // .manifest, metadata.limit_changes: [{"name", "from", "to"}]. Name is a
-// key of data.countersign.limits; From and To are in its units (cents, or
-// seconds for the *_seconds limits). From is the active bundle's value,
-// To the bundle's own.
+// name of the limit table: a key of data.countersign.limits, or
+// "bounds.<member>" or "breaker.<member>" for a run bound or a breaker
+// threshold; From and To are in its units (cents, seconds for the
+// *_seconds limits, or a count). From is the active bundle's value, To
+// the bundle's own.
 type LimitChange struct {
 	Name string `json:"name"`
 	From int64  `json:"from"`
@@ -37,29 +39,52 @@ type LimitChange struct {
 }
 
 // Loosens reports whether the change lets more through: a higher auto
-// limit, maximum, reshipment threshold or cap, a longer approval or actor
-// token life, or a shorter rolling window for the rep's cap (the same cap
-// over less time lets more refunds through in a day).
+// limit, maximum, reshipment threshold, cap, run bound or breaker
+// threshold, a longer approval or actor token life, or a shorter rolling
+// window for the rep's cap or for the breaker (the same cap over less time
+// lets more refunds through in a day; the same number of failures over
+// less time trips the breaker later).
 func (c LimitChange) Loosens() bool {
-	for _, l := range limitTable {
-		if l.name == c.Name && c.From != c.To {
-			return l.shorterLoosens == (c.To < c.From)
-		}
+	if l, ok := tableLimit(c.Name); ok && c.From != c.To {
+		return l.shorterLoosens == (c.To < c.From)
 	}
 	return false
 }
 
 func (c LimitChange) String() string { return fmt.Sprintf("%s %d → %d", c.Name, c.From, c.To) }
 
-// limit is one member of data.countersign.limits.
+// limit is one number of a bundle's data that the gate knows the meaning
+// of: a member of data.countersign.limits, or of the optional
+// data.countersign.bounds and data.countersign.breaker.
 type limit struct {
-	name  string
+	// name is how a declaration names it: the member's key for a limit
+	// ("refund_auto"), "<object>.<key>" for a bound or the breaker
+	// ("bounds.max_steps").
+	name string
+	// value reads a limit from Limits; nil for a bound or the breaker,
+	// which Limits does not hold (an absent one has a default, and a
+	// change from or to a default is a data key added or removed).
 	value func(Limits) int64
-	// shorterLoosens is set for the one limit that a lower value loosens.
+	// shorterLoosens is set for the numbers that a lower value loosens:
+	// the windows over which a cap or the breaker counts.
 	shorterLoosens bool
 }
 
-// limitTable lists the limits in data.json's order.
+// path is where the limit is in the bundle's data.
+func (l limit) path() []string {
+	object, key, ok := strings.Cut(l.name, ".")
+	if !ok {
+		return []string{"countersign", "limits", l.name}
+	}
+	return []string{"countersign", object, key}
+}
+
+// limitTable lists the limits in data.json's order, then the bounds of a
+// run and the breaker's thresholds. A lower number tightens each of them
+// but the windows: fewer steps, less spent, an earlier deadline, fewer
+// attempts, fewer failures before the breaker trips; a longer window
+// counts more refunds against the rep's cap and more failures against the
+// breaker.
 var limitTable = [...]limit{
 	{name: "refund_auto", value: func(l Limits) int64 { return int64(l.RefundAuto) }},
 	{name: "refund_max", value: func(l Limits) int64 { return int64(l.RefundMax) }},
@@ -69,6 +94,55 @@ var limitTable = [...]limit{
 	{name: "agent_hourly", value: func(l Limits) int64 { return int64(l.AgentHourly) }},
 	{name: "approval_ttl_seconds", value: func(l Limits) int64 { return int64(l.ApprovalTTL / time.Second) }},
 	{name: "token_ttl_seconds", value: func(l Limits) int64 { return int64(l.TokenTTL / time.Second) }},
+	{name: "bounds.max_steps"},
+	{name: "bounds.max_spend"},
+	{name: "bounds.deadline_seconds"},
+	{name: "bounds.max_attempts"},
+	{name: "breaker.max_failures"},
+	{name: "breaker.window_seconds", shorterLoosens: true},
+}
+
+// tableLimit returns the limit a declaration names.
+func tableLimit(name string) (limit, bool) {
+	for _, l := range limitTable {
+		if l.name == name {
+			return l, true
+		}
+	}
+	return limit{}, false
+}
+
+// figures are the numbers of the limit table that a bundle holds, by
+// name: every limit, and the bounds and breaker members its data sets.
+type figures map[string]int64
+
+// figuresOf reads the table's numbers from a bundle's data, which its
+// decoding has already checked (whole numbers above zero).
+func figuresOf(data map[string]any) figures {
+	out := figures{}
+	for _, l := range limitTable {
+		var v any = data
+		for _, key := range l.path() {
+			obj, _ := v.(map[string]any)
+			v = obj[key]
+		}
+		if n, ok := wholePositive(v); ok {
+			out[l.name] = n
+		}
+	}
+	return out
+}
+
+// limitFigures are the figures of a reference known only by its limits:
+// no bounds and no breaker set.
+func limitFigures(l Limits) figures {
+	out := figures{}
+	for _, m := range limitTable {
+		if m.value != nil {
+			out[m.name] = m.value(l)
+		}
+	}
+	return out
 }
 
 // MarshalJSON writes the limits as data.countersign.limits holds them.
@@ -76,6 +150,9 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, m := range limitTable {
+		if m.value == nil {
+			break // the bounds and the breaker follow the limits
+		}
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -98,11 +175,26 @@ func BaselineLimits() (Limits, error) {
 	return decodeLimits(raw.Data)
 }
 
+// Baseline is the embedded release BaselineRevision: what a candidate is
+// compared with when no bundle is active.
+func Baseline() (*Bundle, error) {
+	archive, err := bundles.Archive(BaselineRevision)
+	if err != nil {
+		return nil, fmt.Errorf("policy: baseline: %w", err)
+	}
+	b, err := LoadArchive(archive)
+	if err != nil {
+		return nil, fmt.Errorf("policy: baseline: %w", err)
+	}
+	return b, nil
+}
+
 // decodeLimitChanges reads metadata.limit_changes of a bundle's .manifest
-// and checks each declaration against the bundle's own limits: a known
-// limit, declared once, a change (from differs from to), whose to is the
-// bundle's value. Every problem is reported at once.
-func decodeLimitChanges(metadata map[string]any, own Limits) ([]LimitChange, error) {
+// and checks each declaration against the bundle's own figures: a number
+// of the limit table that the bundle holds, declared once, a change (from
+// differs from to), whose to is the bundle's value. Every problem is
+// reported at once.
+func decodeLimitChanges(metadata map[string]any, own figures) ([]LimitChange, error) {
 	v, ok := metadata["limit_changes"]
 	if !ok {
 		return nil, nil
@@ -115,21 +207,21 @@ func decodeLimitChanges(metadata map[string]any, own Limits) ([]LimitChange, err
 	if err := strictjson.Decode(raw, &changes); err != nil {
 		return nil, fmt.Errorf(`%w: .manifest metadata.limit_changes must be a list of {"name", "from", "to"} with whole numbers: %v`, ErrInvalidBundle, err)
 	}
-	values := map[string]int64{}
-	for _, l := range limitTable {
-		values[l.name] = l.value(own)
-	}
 	seen := map[string]bool{}
 	var problems []string
 	for _, c := range changes {
-		value, known := values[c.Name]
+		l, known := tableLimit(c.Name)
+		value, held := own[c.Name]
 		switch {
 		case !known:
-			problems = append(problems, fmt.Sprintf("%q is not a limit (data.countersign.limits has %s)", c.Name, strings.Join(limitNames(), ", ")))
+			problems = append(problems, fmt.Sprintf("%q is not a limit (the limit table has %s)", c.Name, strings.Join(limitNames(), ", ")))
 		case seen[c.Name]:
 			problems = append(problems, c.Name+" is declared twice")
 		case c.From == c.To:
 			problems = append(problems, fmt.Sprintf("%s declares no change (from and to are both %d); remove it", c.Name, c.To))
+		case !held:
+			problems = append(problems, fmt.Sprintf("%s is declared, but the bundle's data has no data.%s: a bound or breaker threshold "+
+				"set or removed is a data key added or removed, not a change to declare (a second operator approves it)", c.Name, strings.Join(l.path(), ".")))
 		case c.To != value:
 			problems = append(problems, fmt.Sprintf("%s declares to %d, but the bundle's data holds %d", c.Name, c.To, value))
 		}
@@ -149,22 +241,25 @@ func limitNames() []string {
 	return out
 }
 
-// limitFailures compares a candidate's limits with the reference's. Every
-// limit that differs must be declared with from the reference's value (to
-// is checked at load); a declaration of a limit that does not differ is
-// wrong too. Each such limit is one failure, in table order: Expected is
-// the limit at the reference's value, Got at the candidate's, with what
-// the candidate declared.
-func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
+// limitFailures compares a candidate's figures with the reference's. Every
+// number of the table that both hold and that differs must be declared
+// with from the reference's value (to is checked at load); a declaration
+// of one that does not differ is wrong too. Each such number is one
+// failure, in table order: Expected is it at the reference's value, Got at
+// the candidate's, with what the candidate declared. A bound or breaker
+// threshold that only one of them sets is not compared here: it is a data
+// key added or removed, which needs a second operator (see Compare).
+func limitFailures(reference, own figures, declared []LimitChange) []CaseResult {
 	byName := map[string]LimitChange{}
 	for _, c := range declared {
 		byName[c.Name] = c
 	}
 	var out []CaseResult
 	for _, l := range limitTable {
-		from, to := l.value(reference), l.value(own)
+		from, inReference := reference[l.name]
+		to, inOwn := own[l.name]
 		c, ok := byName[l.name]
-		if ok && c.From == from || !ok && from == to {
+		if !inReference || !inOwn || ok && c.From == from || !ok && from == to {
 			continue
 		}
 		got := l.name + " " + strconv.FormatInt(to, 10) + " (undeclared)"
@@ -172,6 +267,20 @@ func limitFailures(reference, own Limits, declared []LimitChange) []CaseResult {
 			got = fmt.Sprintf("%s %d (declared from %d)", l.name, to, c.From)
 		}
 		out = append(out, CaseResult{Case: LimitChangeUndeclared, Expected: l.name + " " + strconv.FormatInt(from, 10), Got: got})
+	}
+	return out
+}
+
+// changesBetween lists every number of the table that both figures hold
+// and that differs: the changes a rollback declares.
+func changesBetween(reference, own figures) []LimitChange {
+	var out []LimitChange
+	for _, l := range limitTable {
+		from, inReference := reference[l.name]
+		to, inOwn := own[l.name]
+		if inReference && inOwn && from != to {
+			out = append(out, LimitChange{Name: l.name, From: from, To: to})
+		}
 	}
 	return out
 }

@@ -164,7 +164,7 @@ func TestCapabilitiesAreTheControl(t *testing.T) {
 		url, hits := listener(t)
 		for _, off := range []bool{false, true} {
 			e := activeEngine(t, "p1", policy.Options{UnrestrictedBuiltins: off})
-			_, err := e.Activate(ctx, leakyBundle(t, url), policy.Activation{By: "ops-ida"})
+			_, err := e.Activate(ctx, leakyBundle(t, url), twoOperators)
 			if off != (err == nil) {
 				t.Fatalf("allowlist removed %v: activate: %v", off, err)
 			}
@@ -179,7 +179,7 @@ func TestCapabilitiesAreTheControl(t *testing.T) {
 	t.Run("time.now_ns", func(t *testing.T) {
 		for _, off := range []bool{false, true} {
 			e := activeEngine(t, "p1", policy.Options{UnrestrictedBuiltins: off})
-			_, err := e.Activate(ctx, clockBundle(t), policy.Activation{By: "ops-ida"})
+			_, err := e.Activate(ctx, clockBundle(t), twoOperators)
 			if off != (err == nil) {
 				t.Fatalf("allowlist removed %v: activate: %v", off, err)
 			}
@@ -241,7 +241,7 @@ spins if {
 // the deadline stops it.
 func TestDecisionDeadline(t *testing.T) {
 	e := activeEngine(t, "p1", policy.Options{Timeout: 50 * time.Millisecond})
-	if _, err := e.Activate(ctx, p1Variant(t, "spin", spin("input.args.amount == 31337"), nil), policy.Activation{By: "ops-ida"}); err != nil {
+	if _, err := e.Activate(ctx, p1Variant(t, "spin", spin("input.args.amount == 31337"), nil), twoOperators); err != nil {
 		t.Fatalf("the spinning bundle should pass the gate: %v", err)
 	}
 	start := time.Now()

@@ -161,9 +161,16 @@ func TestRefundJudgedByTheBundleThatDecidedIt(t *testing.T) {
 	}
 	a.done("rep-ana", "W-raised", "issue_refund", refundArgs("O-1002", 7000))
 
-	// Back to p1 (a tightening: one operator).
-	if code, body := a.send("ops-ida", http.MethodPost, "/v1/bundles/"+p1+"/activate", "", nil); code != http.StatusCreated {
-		t.Fatalf("rolling back to p1: %d %s", code, body)
+	// Back to p1. Its limits are tighter, but p1-raised was built from
+	// rego/, whose rules (R12, B1-B4) p1 lacks: dropping rules is not a
+	// pure tightening, so ops-ida proposes the rollback and ops-jon
+	// approves it.
+	code, body = a.send("ops-ida", http.MethodPost, "/v1/bundles/"+p1+"/activate", "", nil)
+	if code != http.StatusAccepted {
+		t.Fatalf("rolling back to p1: %d %s, want 202 awaiting_second_operator", code, body)
+	}
+	if code, body := a.send("ops-jon", http.MethodPost, "/v1/bundles/"+p1+"/approve", "", nil); code != http.StatusCreated {
+		t.Fatalf("ops-jon approving the rollback to p1: %d %s", code, body)
 	}
 	// Under p1 again, a $70.00 refund waits for a lead.
 	if code, status := a.step("rep-ana", "W-after", "issue_refund", refundArgs("O-1002", 7000)); code != http.StatusAccepted || status != "waiting_approval" {

@@ -2,10 +2,11 @@
 // history durable in the store: every attempt with its revision, digest,
 // who (and, for a change that needed two operators, who proposed it), when,
 // the limit changes, the gate's failures, the replay of recent decisions
-// against it and its standing (active, superseded, rejected, awaiting a
-// second operator, approved), and the bytes of each bundle so a restart
-// loads the active one again without asking anybody and an earlier one can
-// be rolled back to.
+// against it, the review a second operator reads (package review: the
+// Rego and data diffs and the new allowances) and its standing (active,
+// superseded, rejected, awaiting a second operator, approved), and the
+// bytes of each bundle so a restart loads the active one again without
+// asking anybody and an earlier one can be rolled back to.
 package release
 
 import (
@@ -15,8 +16,10 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/review"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -62,6 +65,13 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		}
 		rec.Impact = b
 	}
+	if r.Review != nil {
+		b, err := json.Marshal(r.Review)
+		if err != nil {
+			return fmt.Errorf("record bundle %s: review: %w", r.Digest, err)
+		}
+		rec.Review = b
+	}
 	return h.DB.Update(func(tx *store.Tx) error {
 		if active := tx.ActiveDigest(); rec.Status == store.BundleActive && active != r.Replaces {
 			return fmt.Errorf("%w: %s replaced %s; offer %s again to have it checked against the bundle now in force",
@@ -78,7 +88,7 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		if h.Log == nil {
 			return nil
 		}
-		_, err := h.Log.Append(tx, auditRecord(rec, r.Impact))
+		_, err := h.Log.Append(tx, auditRecord(rec, r.Impact, r.Review))
 		return err
 	})
 }
@@ -91,9 +101,10 @@ func orNone(digest string) string {
 }
 
 // auditRecord is the audit chain's record of a bundle attempt, with a
-// summary of the replay (imp, an impact.Report when one was made):
-// everything a reviewer needs to follow it without the history.
-func auditRecord(rec store.BundleRecord, imp any) audit.Record {
+// summary of the replay (imp, an impact.Report when one was made) and of
+// the review (rv, a review.Review): everything a reviewer needs to follow
+// it without the history.
+func auditRecord(rec store.BundleRecord, imp, rv any) audit.Record {
 	failures := make([]string, 0, len(rec.Failures))
 	for _, f := range rec.Failures {
 		what := f.Amount.String()
@@ -123,6 +134,10 @@ func auditRecord(rec store.BundleRecord, imp any) audit.Record {
 		}
 		detail["impact"] = map[string]any{"replayed": r.Replayed, "changed": flips}
 	}
+	if r, ok := rv.(review.Review); ok {
+		detail["review"] = map[string]any{"second_operator": r.SecondOperator, "modules_changed": len(r.Diff),
+			"data_changed": len(r.DataDiff), "new_allowances": r.NewAllowances.Count}
+	}
 	return audit.Record{At: rec.At, Kind: audit.KindBundle, Actor: rec.By, Detail: detail}
 }
 
@@ -138,19 +153,23 @@ func New(db *store.DB, pol *policy.Engine) *Service {
 }
 
 // Preview is what activating archive would do, with nothing activated or
-// recorded: the gate against the active bundle and the replay of the
-// recent decisions against it.
-func (s *Service) Preview(ctx context.Context, archive []byte) (policy.Report, impact.Report, error) {
+// recorded: the gate against the active bundle, the replay of the recent
+// decisions against it, and the review a second operator would see.
+func (s *Service) Preview(ctx context.Context, archive []byte) (policy.Report, impact.Report, review.Review, error) {
 	b, err := s.policy.Load(archive)
 	if err != nil {
-		return policy.Report{}, impact.Report{}, err
+		return policy.Report{}, impact.Report{}, review.Review{}, err
 	}
 	report, err := s.policy.Preview(ctx, b)
 	if err != nil {
-		return report, impact.Report{}, err
+		return report, impact.Report{}, review.Review{}, err
 	}
-	imp, err := s.replay(ctx, b)
-	return report, imp, err
+	imp, logged, err := s.replay(ctx, b)
+	if err != nil {
+		return report, impact.Report{}, review.Review{}, err
+	}
+	rv, err := s.review(ctx, b, logged)
+	return report, imp, rv, err
 }
 
 // Activate loads a bundle archive and activates it through the gate (see
@@ -216,12 +235,16 @@ func (s *Service) activate(ctx context.Context, b *policy.Bundle, a policy.Activ
 	if err := s.Follow(ctx); err != nil {
 		return store.BundleRecord{}, policy.Report{}, err
 	}
-	// A bundle the replay cannot evaluate (a forbidden built-in, a
-	// deadline) is the gate's to refuse and record; it gets no impact.
-	if imp, err := s.replay(ctx, b); err == nil {
-		a.Impact = imp
+	if err := s.withReview(ctx, b, &a); err != nil {
+		return store.BundleRecord{}, policy.Report{}, err
 	}
 	report, err := s.policy.Activate(ctx, b, a)
+	var aw *policy.AwaitingError
+	if errors.As(err, &aw) {
+		// The awaiting record is what the second operator reads.
+		rec, recErr := s.Record(ctx, b.Digest())
+		return rec, report, errors.Join(err, recErr)
+	}
 	if err != nil {
 		return store.BundleRecord{}, report, err
 	}
@@ -229,16 +252,54 @@ func (s *Service) activate(ctx context.Context, b *policy.Bundle, a policy.Activ
 	return rec, report, err
 }
 
-// replay evaluates the recent decisions against b.
-func (s *Service) replay(ctx context.Context, b *policy.Bundle) (impact.Report, error) {
+// withReview puts the replay of recent decisions against b, and the
+// review of b against the bundle it would replace, in a. A bundle the
+// replay cannot evaluate (a forbidden built-in, a deadline) is the gate's
+// to refuse and record; it gets no impact, and its review says it could
+// not be evaluated. The review is of the bundle in force now; whether a
+// second operator is needed is the policy engine's to decide, under its
+// activation lock, against the bundle it then replaces.
+func (s *Service) withReview(ctx context.Context, b *policy.Bundle, a *policy.Activation) error {
+	imp, logged, err := s.replay(ctx, b)
+	if err == nil {
+		a.Impact = imp
+	}
+	rv, err := s.review(ctx, b, logged)
+	if err != nil {
+		return err
+	}
+	a.Review = rv
+	return nil
+}
+
+// replay evaluates the recent decisions against b; it also returns the
+// inputs of the most recent of them, newest first, for the review (which
+// takes review.MaxLogged distinct ones).
+func (s *Service) replay(ctx context.Context, b *policy.Bundle) (impact.Report, []policy.Input, error) {
 	var decisions []store.Decision
 	if err := s.db.View(func(tx *store.Tx) (err error) {
 		decisions, err = tx.LastDecisions(impact.DefaultLast)
 		return err
 	}); err != nil {
-		return impact.Report{}, err
+		return impact.Report{}, nil, err
 	}
-	return impact.Replay(ctx, b, decisions)
+	var logged []policy.Input
+	for i := len(decisions) - 1; i >= 0 && len(logged) < 4*review.MaxLogged; i-- {
+		if in, err := engine.UnmarshalInput(decisions[i].Input); len(decisions[i].Input) > 0 && err == nil {
+			logged = append(logged, in)
+		}
+	}
+	imp, err := impact.Replay(ctx, b, decisions)
+	return imp, logged, err
+}
+
+// review is b's review against the bundle it would replace now.
+func (s *Service) review(ctx context.Context, b *policy.Bundle, logged []policy.Input) (review.Review, error) {
+	ref, err := s.policy.Reference()
+	if err != nil {
+		return review.Review{}, err
+	}
+	return review.New(ctx, ref, b, logged)
 }
 
 // ActivateBundle is Activate for a bundle already loaded (serve --bundle,
@@ -250,6 +311,9 @@ func (s *Service) ActivateBundle(ctx context.Context, b *policy.Bundle, a policy
 		if err := s.db.View(func(tx *store.Tx) error { a.Replacing = tx.ActiveDigest(); return nil }); err != nil {
 			return policy.Report{}, err
 		}
+	}
+	if err := s.withReview(ctx, b, &a); err != nil {
+		return policy.Report{}, err
 	}
 	return s.policy.Activate(ctx, b, a)
 }
@@ -295,6 +359,15 @@ func (s *Service) History(ctx context.Context) ([]store.BundleRecord, error) {
 	var out []store.BundleRecord
 	err := s.db.View(func(tx *store.Tx) (err error) { out, err = tx.Bundles(); return err })
 	return out, err
+}
+
+// Record returns the last record of the bundle with digest: the one
+// awaiting a second operator, for one that does. store.ErrNotFound when
+// the history has none.
+func (s *Service) Record(ctx context.Context, digest string) (store.BundleRecord, error) {
+	var rec store.BundleRecord
+	err := s.db.View(func(tx *store.Tx) (err error) { rec, err = tx.LastBundle(digest); return err })
+	return rec, err
 }
 
 // Active returns the active bundle's record.

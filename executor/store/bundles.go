@@ -133,6 +133,22 @@ func (t *Tx) Awaiting(digest string) (BundleRecord, error) {
 	return BundleRecord{}, fmt.Errorf("bundle %s awaiting a second operator: %w", digest, ErrNotFound)
 }
 
+// LastBundle returns the last record of digest, whatever its status, or
+// ErrNotFound when the history has none.
+func (t *Tx) LastBundle(digest string) (BundleRecord, error) {
+	c := t.bucket(bBundles).Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		var r BundleRecord
+		if err := decodeJSON(bBundles, k, v, &r); err != nil {
+			return r, err
+		}
+		if r.Digest == digest {
+			return r, nil
+		}
+	}
+	return BundleRecord{}, fmt.Errorf("bundle %s: %w", digest, ErrNotFound)
+}
+
 // BundleBytes returns the bytes of a bundle the history holds, by digest.
 func (t *Tx) BundleBytes(digest string) ([]byte, error) {
 	blob := t.bucket(bBlobs).Get([]byte(digest))

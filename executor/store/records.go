@@ -270,6 +270,10 @@ type BundleRecord struct {
 	// Impact is the replay of recent decisions against the bundle, as
 	// JSON, when one was made.
 	Impact json.RawMessage `json:"impact,omitempty"`
+	// Review is what a second operator is shown of the bundle (its
+	// differences from the bundle it would replace and what it newly
+	// allows), as JSON, when one was made.
+	Review json.RawMessage `json:"review,omitempty"`
 }
 
 // LimitChange is one limit a bundle changes, in the limit's units.

@@ -1,7 +1,8 @@
 // Package lifecycle walks a policy author's path end to end, over real
 // processes and sockets: edit the Rego, test it with OPA, build a new
 // revision with a declared limit change, see its impact, upload it, have a
-// second operator approve it, use it, and roll back.
+// second operator approve it, use it, and roll back (which, as it drops a
+// rule, a second operator approves too).
 package lifecycle
 
 import (
@@ -136,8 +137,12 @@ func TestAuthorsPath(t *testing.T) {
 		t.Errorf("refund on a cancelled order: %+v, want denied by the new rule", step)
 	}
 
-	// 6. Roll back to p3: a tightening, active at once.
-	s.post(t, "ops-ida", "/v1/bundles/"+digest(p3)+"/activate", nil).want(t, http.StatusCreated)
+	// 6. Roll back to p3: its limits are tighter, but its rules are not
+	// p4's (it has no R12, so a refund on a cancelled order would no
+	// longer be denied): a second operator approves the rollback.
+	s.post(t, "ops-ida", "/v1/bundles/"+digest(p3)+"/activate", nil).want(t, http.StatusAccepted)
+	s.active(t, "p4")
+	s.post(t, "ops-jon", "/v1/bundles/"+digest(p3)+"/approve", nil).want(t, http.StatusCreated)
 	s.active(t, "p3")
 
 	// 7. Every step of the path is in the audit chain, which verifies.
@@ -176,7 +181,8 @@ func TestAuthorsPath(t *testing.T) {
 		"p3 active by ops-ida",
 		"p4 awaiting_second_operator by ops-ida with impact",
 		"p4 active by ops-jon proposed by ops-ida with impact",
-		"p3 active by ops-ida (rollback)",
+		"p3 awaiting_second_operator by ops-ida (rollback)",
+		"p3 active by ops-jon proposed by ops-ida (rollback)",
 	}
 	if strings.Join(trail, "\n") != strings.Join(want, "\n") {
 		t.Errorf("bundle records in the audit chain:\n%s\nwant\n%s", strings.Join(trail, "\n"), strings.Join(want, "\n"))

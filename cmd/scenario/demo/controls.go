@@ -31,6 +31,7 @@ const (
 	ReferenceKeys          Control = "reference_keys"
 	EffectFence            Control = "effect_fence"
 	LeaseFencing           Control = "lease_fencing"
+	TwoPersonLoosening     Control = "two_person_loosening"
 )
 
 // AllControls lists every control, in the order of engine.Controls.
@@ -38,7 +39,7 @@ func AllControls() []Control {
 	return []Control{IdempotencyKeys, RunDedupe, WriteAhead, BindApproval, Cumulative,
 		StrictSchema, DownstreamCeiling, CheckSwitchAtExecution, SingleUseTokens, ReshipHistory,
 		NarrowDelegation, ResolveByReference, RestrictedBuiltins, Breaker, LinePricing, ApprovalRoleFloor, ReferenceKeys,
-		EffectFence, LeaseFencing}
+		EffectFence, LeaseFencing, TwoPersonLoosening}
 }
 
 // Without returns the designed controls with cs removed. It panics on a
@@ -85,6 +86,8 @@ func Without(cs ...Control) engine.Controls {
 			c.EffectFence = false
 		case LeaseFencing:
 			c.LeaseFencing = false
+		case TwoPersonLoosening:
+			c.TwoPersonLoosening = false
 		default:
 			panic(fmt.Sprintf("demo: unknown control %q", x))
 		}

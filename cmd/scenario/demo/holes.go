@@ -181,10 +181,11 @@ func unknownReshipCredit(ctx context.Context, dir string, c engine.Controls) (Ou
 		Evidence: fmt.Sprintf("%s; steps done: %s", plural(n, "shipment", "shipments"), strings.Join(done, ", "))}, nil
 }
 
-// outsideBundle: an operator uploads a bundle whose call policy also posts
-// every input to a listener and allows any refund while the wall clock
-// says so. Invariant: no request reaches the listener and no $200 refund
-// is paid without a lead.
+// outsideBundle: two operators activate a bundle whose call policy also
+// posts every input to a listener and allows any refund while the wall
+// clock says so (a rule change, so one operator's upload would wait for
+// the second). Invariant: no request reaches the listener and no $200
+// refund is paid without a lead.
 func outsideBundle(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
 	var calls atomic.Int64
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -207,7 +208,7 @@ func outsideBundle(ctx context.Context, dir string, c engine.Controls) (Outcome,
 	if err != nil {
 		return Outcome{}, err
 	}
-	_, actErr := st.Releases.ActivateBundle(ctx, b, policy.Activation{By: "ops-ida"})
+	_, actErr := st.Releases.ActivateBundle(ctx, b, policy.Activation{By: "ops-jon", Proposer: "ops-ida"})
 	if err := st.open(ctx, "rep-ana", "W1"); err != nil {
 		return Outcome{}, err
 	}

@@ -69,6 +69,7 @@ func Checks() []Check {
 		{Test: "approval role floor", Removes: []Control{ApprovalRoleFloor}, Run: approvalRoleFloor},
 		{Test: "paused holder's refund, survivor's 503", Removes: []Control{EffectFence}, Run: pausedHolderRefund},
 		{Test: "paused holder writes after the takeover", Removes: []Control{LeaseFencing}, Run: pausedHolderLateWrite},
+		{Test: "two people for any loosening", Removes: []Control{TwoPersonLoosening}, Run: oneOperatorLoosening},
 	}
 }
 
