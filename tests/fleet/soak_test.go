@@ -308,7 +308,7 @@ const (
 func (s *soak) chaos(t *testing.T, r *rand.Rand) {
 	first := r.Perm(chaosKinds)
 	for i := range soakChaos {
-		time.Sleep(soakChaosEvery) // chaos timing, not an assertion
+		time.Sleep(soakChaosEvery)     // chaos timing, not an assertion
 		kind := r.IntN(chaosKinds + 2) // faults twice as often
 		if i < len(first) {
 			kind = first[i]
