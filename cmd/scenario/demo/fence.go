@@ -34,6 +34,43 @@ func (s *stack) fleetMember(holder string, renew time.Duration, c engine.Control
 		Agent: devstack.AgentID, Controls: &c, Leases: &engine.Leases{Holder: holder, TTL: fenceLeaseTTL, RenewEvery: renew}})
 }
 
+// pausedScene is where both rows start: a stack with a paused member and
+// a survivor, W1 and W2 open for rep-ben, and the paused member's $50
+// refund in W1 held by the ledger (held gets its error when let go).
+type pausedScene struct {
+	*stack
+	survivor *engine.Engine
+	held     <-chan error
+}
+
+func startPaused(ctx context.Context, dir string, c engine.Controls) (*pausedScene, error) {
+	st, err := start(ctx, dir, setup{controls: c})
+	if err != nil {
+		return nil, err
+	}
+	paused := st.fleetMember("paused", time.Hour, c)
+	p := &pausedScene{stack: st, survivor: st.fleetMember("survivor", 0, c)}
+	for _, wf := range []string{"W1", "W2"} {
+		if err = st.open(ctx, "rep-ben", wf); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		p.held, err = st.pausedRefund(ctx, paused)
+	}
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close ends the survivor, then the stack.
+func (p *pausedScene) Close() {
+	p.survivor.Close()
+	p.stack.Close()
+}
+
 // pausedRefund starts the paused member's $50 refund in W1 and returns
 // once the ledger holds its request; the channel gets Propose's error
 // when the request is let go.
@@ -78,22 +115,12 @@ func (s *stack) refundedOn(order string) (money.Cents, error) {
 // 503 (an earlier request may still land), so W2 is denied; removed, the
 // 503 releases it and both are paid.
 func pausedHolderRefund(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
-	st, err := start(ctx, dir, setup{controls: c})
+	p, err := startPaused(ctx, dir, c)
 	if err != nil {
 		return Outcome{}, err
 	}
-	defer st.Close()
-	paused, survivor := st.fleetMember("paused", time.Hour, c), st.fleetMember("survivor", 0, c)
-	defer survivor.Close()
-	for _, wf := range []string{"W1", "W2"} {
-		if err := st.open(ctx, "rep-ben", wf); err != nil {
-			return Outcome{}, err
-		}
-	}
-	held, err := st.pausedRefund(ctx, paused)
-	if err != nil {
-		return Outcome{}, err
-	}
+	defer p.Close()
+	st, survivor, held := p.stack, p.survivor, p.held
 	if err := st.Ledger.SetFaults(ledger.Faults{Unavailable: 1}); err != nil {
 		return Outcome{}, err
 	}
@@ -129,22 +156,12 @@ func pausedHolderRefund(ctx context.Context, dir string, c engine.Controls) (Out
 // overwrites done with denied, releasing the $50 the ledger paid, and W2
 // is paid too.
 func pausedHolderLateWrite(ctx context.Context, dir string, c engine.Controls) (Outcome, error) {
-	st, err := start(ctx, dir, setup{controls: c})
+	p, err := startPaused(ctx, dir, c)
 	if err != nil {
 		return Outcome{}, err
 	}
-	defer st.Close()
-	paused, survivor := st.fleetMember("paused", time.Hour, c), st.fleetMember("survivor", 0, c)
-	defer survivor.Close()
-	for _, wf := range []string{"W1", "W2"} {
-		if err := st.open(ctx, "rep-ben", wf); err != nil {
-			return Outcome{}, err
-		}
-	}
-	held, err := st.pausedRefund(ctx, paused)
-	if err != nil {
-		return Outcome{}, err
-	}
+	defer p.Close()
+	st, survivor, held := p.stack, p.survivor, p.held
 	if err := st.Ledger.SetFaults(ledger.Faults{}); err != nil {
 		return Outcome{}, err
 	}
