@@ -168,9 +168,23 @@ func BaselineLimits() (Limits, error) {
 	if err != nil {
 		return Limits{}, fmt.Errorf("policy: baseline limits: %w", err)
 	}
-	raw, err := readBundle(archive)
+	lim, err := ArchiveLimits(archive)
 	if err != nil {
 		return Limits{}, fmt.Errorf("policy: baseline limits: %w", err)
+	}
+	return lim, nil
+}
+
+// ArchiveLimits reads the limits of a bundle archive without compiling
+// its policy: what a reader of old decisions needs of the bundle that
+// made them (LoadArchive compiles and prepares every query).
+func ArchiveLimits(archive []byte) (Limits, error) {
+	if err := scanArchive(archive); err != nil {
+		return Limits{}, err
+	}
+	raw, err := readBundle(archive)
+	if err != nil {
+		return Limits{}, err
 	}
 	return decodeLimits(raw.Data)
 }
