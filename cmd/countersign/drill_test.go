@@ -25,12 +25,11 @@ func runDrill(t *testing.T, args ...string) (stdout, stderr string) {
 
 // The same seed prints the same bytes, from one process to the next; the
 // progress goes to stderr, not into the report.
-func TestDrillCommandSameSeedSameOutput(t *testing.T) {
+// TestDrillCommandText checks the command's report once: that a seed's
+// report is the same on every run is drill's TestSameSeedSameBytes, on the
+// Run and WriteText this command calls.
+func TestDrillCommandText(t *testing.T) {
 	first, progress := runDrill(t, "--seed", "7")
-	second, _ := runDrill(t, "--seed", "7")
-	if first != second {
-		t.Fatalf("drill --seed 7 printed different output on two runs:\n--- first\n%s\n--- second\n%s", first, second)
-	}
 	for _, want := range []string{"seed 7", "deploy", "alert", "contain", "fix", "reenable",
 		"p2  REJECTED: 3 of", "reconciliation after remediation: 0 unexplained", "n=300", "n=1000", "invariants hold"} {
 		if !strings.Contains(first, want) {

@@ -350,18 +350,38 @@ func TestGateRunsTheBundlesOwnTests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The broken test file does not stop the bundle from loading:
 			// test files are not part of the compiled policy.
+			// Gated twice: a failed run is never remembered as a pass.
 			b := customBundle(t, "own", call, p1Limits, map[string]string{"own_test.rego": tt.test})
-			r, err := policy.Check(ctx, b, baseline(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(r.TestFailures) != 1 || !strings.Contains(r.TestFailures[0], tt.want) || r.Passed() {
-				t.Errorf("test failures = %q, want one containing %q", r.TestFailures, tt.want)
-			}
-			if len(r.Failures()) != 0 {
-				t.Errorf("gate case failures %+v", r.Failures())
+			for range 2 {
+				r, err := policy.Check(ctx, b, baseline(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(r.TestFailures) != 1 || !strings.Contains(r.TestFailures[0], tt.want) || r.Passed() {
+					t.Errorf("test failures = %q, want one containing %q", r.TestFailures, tt.want)
+				}
+				if len(r.Failures()) != 0 {
+					t.Errorf("gate case failures %+v", r.Failures())
+				}
 			}
 		})
+	}
+}
+
+// TestGatedAgainPassesTheSameTests: a bundle whose tests passed passes
+// again with the same count, whether or not they run again.
+func TestGatedAgainPassesTheSameTests(t *testing.T) {
+	b := embedded(t, "p1")
+	first, err := policy.Check(ctx, b, baseline(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := policy.Check(ctx, embedded(t, "p1"), baseline(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.TestsPassed == 0 || again.TestsPassed != first.TestsPassed || len(again.TestFailures) != 0 {
+		t.Fatalf("first gate: %d passed; again: %d passed, failures %v", first.TestsPassed, again.TestsPassed, again.TestFailures)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -224,6 +225,57 @@ func (g gate) check(ctx context.Context, b *Bundle, ref reference, declared []Li
 // so it gets a compiler that carries them (and the Rego version, which
 // SetDefaultRegoVersion no longer sets once a compiler is given).
 func (g gate) runRegoTests(ctx context.Context, b *Bundle) (int, []string, error) {
+	key := testRun{digest: b.digest, unrestricted: g.unrestricted}
+	if passed, ok := testRuns.get(key); ok {
+		return passed, nil, nil
+	}
+	passed, failures, err := g.runRegoTestsOnce(ctx, b)
+	if err == nil && len(failures) == 0 {
+		testRuns.put(key, passed)
+	}
+	return passed, failures, err
+}
+
+// testRuns remembers, by archive digest and capabilities, the bundles whose
+// Rego tests all passed in this process. The tests are deterministic
+// (time.now_ns and the network are forbidden built-ins, the tester gets a
+// store of its own), so a bundle gated again (a rollback, a restarted stack
+// in a test or the demo, a second sidecar of a fleet in one process) passes
+// again without running them. A run with a failure is not remembered: a
+// test that ran out of time judged the machine's load, not the bundle.
+var testRuns = testMemo{m: map[testRun]int{}}
+
+type testRun struct {
+	digest       string
+	unrestricted bool
+}
+
+// testMemo maps a run to its count of passed tests. It forgets everything
+// when full, which bounds it at maxTestRuns entries.
+type testMemo struct {
+	mu sync.Mutex
+	m  map[testRun]int
+}
+
+const maxTestRuns = 256
+
+func (t *testMemo) get(k testRun) (int, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.m[k]
+	return n, ok
+}
+
+func (t *testMemo) put(k testRun, passed int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.m) >= maxTestRuns {
+		clear(t.m)
+	}
+	t.m[k] = passed
+}
+
+func (g gate) runRegoTestsOnce(ctx context.Context, b *Bundle) (int, []string, error) {
 	raw, err := readBundle(b.archive)
 	if err != nil {
 		return 0, nil, err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/bundles"
@@ -190,8 +191,11 @@ func ArchiveLimits(archive []byte) (Limits, error) {
 }
 
 // Baseline is the embedded release BaselineRevision: what a candidate is
-// compared with when no bundle is active.
-func Baseline() (*Bundle, error) {
+// compared with when no bundle is active. It is loaded once per process: a
+// Bundle is immutable and safe to share.
+func Baseline() (*Bundle, error) { return baseline() }
+
+var baseline = sync.OnceValues(func() (*Bundle, error) {
 	archive, err := bundles.Archive(BaselineRevision)
 	if err != nil {
 		return nil, fmt.Errorf("policy: baseline: %w", err)
@@ -201,7 +205,7 @@ func Baseline() (*Bundle, error) {
 		return nil, fmt.Errorf("policy: baseline: %w", err)
 	}
 	return b, nil
-}
+})
 
 // decodeLimitChanges reads metadata.limit_changes of a bundle's .manifest
 // and checks each declaration against the bundle's own figures: a number
