@@ -30,9 +30,9 @@ const (
 
 // targetProperties are the schema of workflowArg and ticketArg.
 const targetProperties = `"workflow":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$",` +
-	`"description":"the workflow to work in, by id (a step's answer gives it); default: the session's"},` +
+	`"description":"id of the workflow to work in (a step's answer gives it); default: this session's"},` +
 	`"ticket":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$",` +
-	`"description":"the ticket the work is for; with workflow, the ticket that workflow was opened for"}`
+	`"description":"the ticket the work is for: a call opens a workflow for a ticket new to this session; with workflow, that workflow's ticket"}`
 
 var (
 	statusSchema = json.RawMessage(`{"type":"object","properties":{` + targetProperties + `},"additionalProperties":false}`)
