@@ -40,8 +40,9 @@ type Config struct {
 	// Catalog is GET /v1/tools, the tools a rep's session offers besides
 	// countersign_status and countersign_wait. Unused for a lead.
 	Catalog []client.Tool
-	// Workflow and Ticket name the session's workflow (see the package
-	// documentation for what is opened when they are empty).
+	// Workflow and Ticket name the session's default workflow, for calls
+	// that name none (see the package documentation, "One session, many
+	// workflows", for what is opened when they are empty).
 	Workflow, Ticket string
 	// PollInterval is the longest countersign_wait waits for a change
 	// before it reads the workflow again; DefaultPollInterval when zero.

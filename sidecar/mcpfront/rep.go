@@ -69,7 +69,7 @@ func addRepTools(s *mcp.Server, r *rep) map[string]mcp.ToolHandler {
 		handler := r.governed(t.Name)
 		if err != nil {
 			// A schema the front cannot extend is served as given, and
-			// its calls as given go to the session's workflow.
+			// its calls as given go to the session's default workflow.
 			schema, handler = t.InputSchema, r.governedAsGiven(t.Name)
 		}
 		add(s, tools, t.Name, t.Description, schema, catalogHints(t.Annotations), handler)
@@ -137,7 +137,7 @@ func (r *rep) governed(name string) mcp.ToolHandler {
 }
 
 // governedAsGiven proposes a call with its arguments as they came, in the
-// session's workflow.
+// session's default workflow.
 func (r *rep) governedAsGiven(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return r.propose(ctx, req, name, req.Params.Arguments, target{}), nil
