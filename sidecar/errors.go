@@ -207,7 +207,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		s.log.Error("request failed", "request_id", rid, "path", c.Path(), "err", err)
 	}
 	if ae.Status == http.StatusUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+		c.Response().Header().Set("WWW-Authenticate", s.challenge(c))
 	}
 	ae.Message = clipTo(ae.Message, maxMessage) // it may repeat what the client sent
 	var body any = errorBody{Error: ae, RequestID: rid}

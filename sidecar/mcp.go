@@ -32,6 +32,55 @@ func (s *Server) newMCP() *mcpfront.Handler {
 	})
 }
 
+// protectedResourcePath is where /mcp's OAuth 2.0 protected resource
+// metadata is served (RFC 9728).
+const protectedResourcePath = "/.well-known/oauth-protected-resource"
+
+// resourceMetadata is /mcp's OAuth 2.0 protected resource metadata (RFC
+// 9728 §2): what an MCP client needs to get a token for /mcp. The
+// resource is /mcp's own URL, as a client reached it, which the RFC
+// requires of metadata found through a 401's resource_metadata (§3.3).
+type resourceMetadata struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ResourceName           string   `json:"resource_name"`
+}
+
+func (s *Server) protectedResource(c echo.Context) error {
+	return c.JSON(http.StatusOK, resourceMetadata{
+		Resource:               s.publicURL(c.Request()) + "/mcp",
+		AuthorizationServers:   s.opts.AuthorizationServers,
+		BearerMethodsSupported: []string{"header"}, // the API reads no token from a body or a query
+		ResourceName:           "countersign",
+	})
+}
+
+// publicURL is the base URL clients reach the sidecar at: Options.PublicURL,
+// or the request's own scheme and Host (which net/http has checked holds
+// no quote or space).
+func (s *Server) publicURL(r *http.Request) string {
+	if s.opts.PublicURL != "" {
+		return strings.TrimSuffix(s.opts.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// challenge is the WWW-Authenticate header of a 401. On /mcp it names the
+// protected resource metadata (RFC 9728 §5.1), as the MCP authorization
+// specification asks, so that a client finds where to get a token.
+func (s *Server) challenge(c echo.Context) string {
+	const bearer = `Bearer realm="countersign"`
+	if c.Path() != "/mcp" {
+		return bearer
+	}
+	return bearer + `, resource_metadata="` + s.publicURL(c.Request()) + protectedResourcePath + `"`
+}
+
 // checkOrigin refuses a request to /mcp from a web page whose origin is
 // not allowed (Options.MCPOrigins), before the bearer token is looked at:
 // a foreign page learns nothing from a 401's code and challenge. See

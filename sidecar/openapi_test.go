@@ -92,6 +92,7 @@ var answers = map[string]reflect.Type{
 	"ready 200":                   typeOf[readyAnswer](),
 	"metrics 200":                 nil,
 	"jwks 200":                    nil,
+	"protectedResource 200":       typeOf[resourceMetadata](),
 	"openapi 200":                 nil,
 	"listTools 200":               typeOf[toolsAnswer](),
 	"createWorkflow 200":          typeOf[workflowView](),

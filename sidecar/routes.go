@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
+	e.GET(protectedResourcePath, s.protectedResource)
 	e.GET("/openapi.json", s.openapi)
 	// The MCP front (streamable HTTP): a browser page's Origin is checked
 	// first, then the bearer is verified as on /v1.

@@ -67,6 +67,16 @@ type Options struct {
 	// --mcp-allowed-origins); the zero value allows none. A request
 	// without an Origin header is not concerned.
 	MCPOrigins mcpfront.Origins
+	// PublicURL is the sidecar's base URL as its clients reach it (serve
+	// --public-url), such as https://countersign.example.com: /mcp's OAuth
+	// protected resource metadata and its 401 challenge name URLs under it.
+	// Empty: each request's own scheme and Host, right unless a proxy in
+	// front changes them.
+	PublicURL string
+	// AuthorizationServers are the issuers of people's tokens that /mcp's
+	// protected resource metadata names, where an MCP client may get one
+	// (OAuth issuer identifiers, URLs). None: the field is left out.
+	AuthorizationServers []string
 }
 
 // Server is the sidecar's HTTP server.

@@ -34,9 +34,13 @@ tools as a process (Claude Desktop, Claude Code, IDEs), forwarding every call
 to the sidecar at URL with the bearer token in file F (a rep's for the agent's
 tools; a lead's with --lead for the approval tools). The tools and answers are
 those of the sidecar's /mcp endpoint: the catalog, countersign_status and
-countersign_wait in one workflow (--workflow and --ticket name it; without
-them a workflow is opened for the session), or with --lead approvals_pending,
-approval_get, approval_approve and approval_reject.
+countersign_wait, or with --lead approvals_pending, approval_get,
+approval_approve and approval_reject.
+
+Every tool of a rep takes optional workflow and ticket arguments, so one
+server handles many tickets; a call that names neither works in the
+default workflow, the one --workflow and --ticket name (opened or found
+again at the first call), or else one opened for the server's session.
 
 The token is read once at start; restart the server with a new one.`,
 		Example: `  countersign mcp --sidecar http://127.0.0.1:8080 --token-file ~/.countersign/rep.jwt --workflow W-4711 --ticket T-4711
@@ -56,8 +60,8 @@ The token is read once at start; restart the server with a new one.`,
 	}
 	cmd.Flags().StringVar(&f.sidecar, "sidecar", "", "the sidecar's base URL, e.g. http://127.0.0.1:8080")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the person's bearer token (a JWT)")
-	cmd.Flags().StringVar(&f.workflow, "workflow", "", "id of the session's workflow (with --ticket)")
-	cmd.Flags().StringVar(&f.ticket, "ticket", "", "ticket of the session's workflow")
+	cmd.Flags().StringVar(&f.workflow, "workflow", "", "id of the default workflow, for calls that name none (with --ticket)")
+	cmd.Flags().StringVar(&f.ticket, "ticket", "", "ticket of the default workflow, for calls that name none")
 	cmd.Flags().BoolVar(&f.lead, "lead", false, "serve the approval tools instead of the catalog")
 	_ = cmd.MarkFlagRequired("sidecar")
 	_ = cmd.MarkFlagRequired("token-file")

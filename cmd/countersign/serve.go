@@ -43,6 +43,8 @@ type serveFlags struct {
 	keyFile string
 	// mcpOrigins are the web origins whose pages may call /mcp.
 	mcpOrigins []string
+	// publicURL is the sidecar's base URL as clients reach it.
+	publicURL string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -93,7 +95,13 @@ A web page may call /mcp only from an origin listed in
 --mcp-allowed-origins (none by default): a request whose Origin header is
 another is refused 403 forbidden_origin before its token is read, against
 DNS rebinding. MCP clients that are not browsers send no Origin and are
-not concerned.`,
+not concerned.
+
+/mcp serves its OAuth protected resource metadata (RFC 9728) at
+/.well-known/oauth-protected-resource, naming --issuer as its
+authorization server when it is a URL, and a 401 on /mcp points to it, so
+that an MCP client finds where to get a token. Behind a proxy that changes
+the scheme or host, pass --public-url with the URL clients use.`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -123,6 +131,8 @@ not concerned.`,
 	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
 	cmd.Flags().StringSliceVar(&f.mcpOrigins, "mcp-allowed-origins", nil,
 		"web origins (scheme://host[:port], comma-separated or repeated; \"null\" for opaque origins) whose pages may call /mcp; a request with another Origin header is 403 forbidden_origin, one without Origin is not concerned (default none)")
+	cmd.Flags().StringVar(&f.publicURL, "public-url", "",
+		"the sidecar's base URL as clients reach it, through any proxy in front (e.g. https://countersign.example.com): /mcp's OAuth protected resource metadata names URLs under it (default: each request's own scheme and Host)")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
@@ -142,6 +152,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
 		return fmt.Errorf("--mcp-allowed-origins: %w", err)
+	}
+	if err := stack.CheckPublicURL(f.publicURL); f.publicURL != "" && err != nil {
+		return fmt.Errorf("--public-url: %w", err)
 	}
 	if err := stack.CheckDispatchTokenTTL(f.tokenTTL); err != nil {
 		return fmt.Errorf("--dispatch-token-ttl: %w", err)
@@ -223,8 +236,8 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
 		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
 		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
-		MCPAllowedOrigins: f.mcpOrigins,
-		DispatchTokenTTL:  f.tokenTTL, ReceiverClockSkew: f.skew,
+		MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL,
+		DispatchTokenTTL: f.tokenTTL, ReceiverClockSkew: f.skew,
 	})
 	if err != nil {
 		return nil, err
@@ -294,7 +307,7 @@ func (f serveFlags) production() (stack.Options, error) {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
-		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins}, nil
+		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL}, nil
 }
 
 // keyEncryptionKey reads --key-file, or nil when it is not given.

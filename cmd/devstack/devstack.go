@@ -81,6 +81,8 @@ type Options struct {
 	AttemptTimeout time.Duration
 	// MCPAllowedOrigins: see stack.Options. Default none, as in production.
 	MCPAllowedOrigins []string
+	// PublicURL: see stack.Options. Default: each request's own.
+	PublicURL string
 	// DispatchTokenTTL and ReceiverClockSkew: see stack.Options.
 	DispatchTokenTTL  time.Duration
 	ReceiverClockSkew time.Duration
@@ -187,7 +189,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
-		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins,
+		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 	}
 }

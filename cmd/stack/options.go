@@ -119,6 +119,11 @@ type Options struct {
 	// request without Origin (an MCP client that is not a browser) is not
 	// concerned. Default none (mcpfront.Origins).
 	MCPAllowedOrigins []string
+	// PublicURL is the sidecar's base URL as its clients reach it (an
+	// http(s) URL, through any proxy in front): /mcp's OAuth protected
+	// resource metadata names URLs under it. Default: each request's own
+	// scheme and Host.
+	PublicURL string
 }
 
 // Validate reports every problem of o at once.
@@ -147,6 +152,9 @@ func (o Options) Validate() error {
 	if _, err := mcpfront.ParseOrigins(o.MCPAllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("MCPAllowedOrigins: %w", err))
 	}
+	if err := CheckPublicURL(o.PublicURL); o.PublicURL != "" && err != nil {
+		errs = append(errs, fmt.Errorf("PublicURL: %w", err))
+	}
 	if err := CheckDispatchTokenTTL(o.DispatchTokenTTL); o.DispatchTokenTTL != 0 && err != nil {
 		errs = append(errs, err)
 	}
@@ -173,6 +181,30 @@ func CheckDispatchTokenTTL(ttl time.Duration) error {
 		return fmt.Errorf("the dispatch token TTL %s must be whole seconds: JWT times have one-second resolution", ttl)
 	}
 	return nil
+}
+
+// CheckPublicURL says what is wrong with v as the sidecar's public base
+// URL, or nil.
+func CheckPublicURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || !isBaseURL(v) || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not the base URL clients reach the sidecar at: write it like https://countersign.example.com, without a query or a fragment", v)
+	}
+	return nil
+}
+
+// authorizationServers are the issuers of people's tokens that are URLs,
+// as OAuth names an authorization server: /mcp's protected resource
+// metadata lists them. An issuer named otherwise (the dev identity
+// provider's) cannot be reached by a client, and is left out.
+func authorizationServers(issuers []authn.Issuer) []string {
+	var out []string
+	for _, is := range issuers {
+		if u, err := url.Parse(is.Name); err == nil && isBaseURL(is.Name) && u.RawQuery == "" && u.Fragment == "" {
+			out = append(out, is.Name)
+		}
+	}
+	return out
 }
 
 // isBaseURL reports whether v is an absolute http or https URL with a host.

@@ -291,6 +291,7 @@ func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins) *side
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 		PageSessions: sessions, MCPOrigins: origins,
+		PublicURL: o.PublicURL, AuthorizationServers: authorizationServers(o.Issuers),
 	})
 }
 

@@ -36,11 +36,36 @@ type Spec struct {
 	Name        Name            `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	Annotations Annotations     `json:"annotations"`
 	Scope       string          `json:"-"`
 	Audience    string          `json:"-"`
-	Idempotent  bool            `json:"-"`
+	// Idempotent: the system of record deduplicates retries by
+	// idempotency key (the ledger does, the order system does not). Not
+	// Annotations.Idempotent, which the workflow makes true of every tool.
+	Idempotent bool `json:"-"`
 	// Effect is false for read-only tools, which need no write-ahead mark.
 	Effect bool `json:"-"`
+}
+
+// Annotations are what an agent's host may know of a tool before calling
+// it, as MCP's tool annotations say it (the MCP front serves them as
+// such): hints for a host deciding whether to ask its user first, never a
+// control. Every tool reaches only the company's own systems of record,
+// so none is open-world.
+type Annotations struct {
+	// Title names the tool for a person.
+	Title string `json:"title"`
+	// ReadOnly: the tool changes nothing.
+	ReadOnly bool `json:"read_only"`
+	// Destructive: the tool's effect cannot be taken back by calling it
+	// again (money paid out, a parcel sent).
+	Destructive bool `json:"destructive"`
+	// Idempotent: the same call again has no further effect. True of
+	// every tool within a workflow, which answers a repeat of a call that
+	// ran as suppressed, whatever the system of record does with retries.
+	Idempotent bool `json:"idempotent"`
+	// OpenWorld: the tool reaches entities outside a closed domain.
+	OpenWorld bool `json:"open_world"`
 }
 
 // Audiences of actor tokens: one per system of record.
@@ -56,6 +81,7 @@ var catalog = []Spec{
 		Name:        LookupOrder,
 		Description: "Read an order from the order system: region, customer, amount paid, shipping status and its lines (id, sku, description, unit amount, quantity, quantity already refunded).",
 		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order"], "properties": {` + orderSchema + `}}`),
+		Annotations: Annotations{Title: "Look up an order", ReadOnly: true, Idempotent: true},
 		Scope:       "lookup",
 		Audience:    AudienceOrders,
 		Idempotent:  true,
@@ -67,16 +93,23 @@ var catalog = []Spec{
 			`, "amount": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "cents"}` +
 			`, "line": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "a line id of the order (lookup_order shows them)"}` +
 			`, "quantity": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "units of the line"}}` +
-			`, "required": ["order"], "oneOf": [{"required": ["amount"], "not": {"anyOf": [{"required": ["line"]}, {"required": ["quantity"]}]}}, {"required": ["line", "quantity"]}]}`),
-		Scope:      "refund",
-		Audience:   AudienceLedger,
-		Idempotent: true,
-		Effect:     true,
+			// Either an amount, or a line with its quantity (an amount
+			// beside them optional). Said without a combinator at the top
+			// (oneOf, anyOf, allOf), which Anthropic's API refuses in a
+			// tool's input schema, failing every request that lists it.
+			`, "required": ["order"], "dependentRequired": {"line": ["quantity"], "quantity": ["line"]}` +
+			`, "if": {"required": ["line"]}, "else": {"required": ["amount"]}}`),
+		Annotations: Annotations{Title: "Refund an order", Destructive: true, Idempotent: true},
+		Scope:       "refund",
+		Audience:    AudienceLedger,
+		Idempotent:  true,
+		Effect:      true,
 	},
 	{
 		Name:        ReshipOrder,
 		Description: "Ask the order system to create a new shipment of a shipped order.",
 		InputSchema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["order"], "properties": {` + orderSchema + `}}`),
+		Annotations: Annotations{Title: "Reship an order", Destructive: true, Idempotent: true},
 		Scope:       "reship",
 		Audience:    AudienceOrders,
 		Idempotent:  false,

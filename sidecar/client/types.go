@@ -59,6 +59,19 @@ type Tool struct {
 	Description string `json:"description"`
 	// InputSchema is the tool's JSON Schema, as the API gives it.
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Annotations are hints about the tool for an agent's host; nil from
+	// a sidecar older than them.
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ToolAnnotations are what an agent's host may know of a tool before
+// calling it (MCP's tool annotations): hints, never a control.
+type ToolAnnotations struct {
+	Title       string `json:"title"`
+	ReadOnly    bool   `json:"read_only"`
+	Destructive bool   `json:"destructive"`
+	Idempotent  bool   `json:"idempotent"`
+	OpenWorld   bool   `json:"open_world"`
 }
 
 // NewWorkflow is the body of POST /v1/workflows. Ticket is required; ID is
@@ -150,6 +163,19 @@ type Step struct {
 	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
 	// Error is set on a denied step (the API's 403 body): why it was denied.
 	Error *Error `json:"error,omitempty"`
+	// Reason says, on a denied or waiting step, the fact that decided and
+	// what can be done next.
+	Reason *Reason `json:"reason,omitempty"`
+	// ApprovalComment is the lead's comment on the approval the step
+	// waited on, once rejected (or approved with one).
+	ApprovalComment string `json:"approval_comment,omitempty"`
+}
+
+// Reason is why a step was denied or waits, in words an agent can pass on.
+type Reason struct {
+	Text  string         `json:"text"`
+	Facts map[string]any `json:"facts,omitempty"`
+	Next  string         `json:"next"`
 }
 
 // StepApproval is the approval a step waits on or ran under.

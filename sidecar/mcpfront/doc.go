@@ -25,30 +25,53 @@
 //
 // The token's role decides the tools of a session (on stdio, --lead):
 //
-//	rep      the catalog of GET /v1/tools (names, descriptions, input
-//	         schemas as given), countersign_status, countersign_wait
+//	rep      the catalog of GET /v1/tools (names, descriptions and
+//	         annotations as given, input schemas with workflow and
+//	         ticket added), countersign_status, countersign_wait
 //	others   approvals_pending, approval_get, approval_approve,
 //	         approval_reject; the approver is always the token's subject,
 //	         never an argument, and the API's approval floor and
 //	         approver rules decide
 //
-// # One session, one workflow
+// # One session, many workflows
 //
-// A rep's session works in one workflow, opened at its first governed call
-// or countersign_status/countersign_wait by POST /v1/workflows (create, or
-// get the one the same rep opened with the same id and ticket):
+// Every tool of a rep's session takes two optional arguments, workflow and
+// ticket, that name the workflow the call works in; a call that names
+// neither works in the session's default: the one Countersign-Workflow
+// and Countersign-Ticket name (stdio: --workflow, --ticket), read from the
+// request that opens the session, or else the session's own, ticket
+// "mcp-<MCP session id>" (stdio, which has none: a ULID). A call names its
+// workflow as a whole: its arguments are never mixed with the defaults.
 //
-//	Countersign-Workflow and Countersign-Ticket   {"id", "ticket"} as given
-//	(stdio: --workflow, --ticket)                  (an id without a ticket
-//	                                               is the API's 422)
-//	Countersign-Ticket alone                       {"ticket"}: the sidecar
-//	                                               chooses the id
-//	neither                                        {"ticket": "mcp-<MCP
-//	                                               session id>"} (stdio,
-//	                                               which has none: a ULID)
+//	workflow and ticket   a governed call opens it (POST /v1/workflows:
+//	                      created, or found again when the same rep opened
+//	                      it with the same ticket; 409 workflow_exists for
+//	                      another ticket)
+//	workflow alone        that workflow as it is: nothing is created, and
+//	                      one that does not exist is the API's not_found
+//	ticket alone          the last workflow this session worked in for the
+//	                      ticket; a governed call opens one when there is
+//	                      none (the sidecar chooses its id)
 //
-// The headers are read from the request that opens the session; later
-// requests cannot move it to another workflow.
+// countersign_status and countersign_wait never create a workflow: one
+// that does not exist, or a ticket this session has not worked for, is an
+// error result with code not_found. A catalog tool's schema is served
+// with workflow and ticket added to its properties (still
+// additionalProperties false), and the front takes them out of the
+// arguments it passes to /v1, which are otherwise sent as they came. A
+// catalog tool with an argument of either name of its own is served as
+// given and works in the session's default workflow.
+//
+// # Annotations
+//
+// Every tool carries MCP tool annotations: the catalog's as GET /v1/tools
+// gives them (lookup_order read-only; issue_refund and reship_order
+// destructive, and idempotent within a workflow, which suppresses a
+// repeat of a call); countersign_status, approvals_pending and
+// approval_get read-only; countersign_wait not (it resumes the workflow,
+// and an approved step runs then); approval_approve and approval_reject
+// not read-only and not destructive (they record a decision). None is
+// open-world. They are hints for a host, never a control.
 //
 // # Origins
 //
@@ -106,4 +129,8 @@
 // waits on a pending, unexpired approval (at most 60 s), then resumes the
 // workflow and answers it; if approvals are still pending at the end it
 // answers the workflow as it stands and asks to be called again.
+//
+// A step's text ends with why, when the sidecar says it: the reason's
+// text and what can be done next, and a lead's comment on the approval
+// (approval_comment), so that an agent can tell the person.
 package mcpfront

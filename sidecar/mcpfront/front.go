@@ -40,8 +40,9 @@ type Config struct {
 	// Catalog is GET /v1/tools, the tools a rep's session offers besides
 	// countersign_status and countersign_wait. Unused for a lead.
 	Catalog []client.Tool
-	// Workflow and Ticket name the session's workflow (see the package
-	// documentation for what is opened when they are empty).
+	// Workflow and Ticket name the session's default workflow, for calls
+	// that name none (see the package documentation, "One session, many
+	// workflows", for what is opened when they are empty).
 	Workflow, Ticket string
 	// PollInterval is the longest countersign_wait waits for a change
 	// before it reads the workflow again; DefaultPollInterval when zero.
@@ -80,10 +81,23 @@ func instructions(lead bool) string {
 		"for a lead's approval is not an error: call countersign_wait, never the same tool again."
 }
 
-// add registers a tool whose arguments the handler decodes itself.
-func add(s *mcp.Server, tools map[string]mcp.ToolHandler, name, description string, schema json.RawMessage, h mcp.ToolHandler) {
-	s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: schema}, h)
+// add registers a tool whose arguments the handler decodes itself. Its
+// title is its annotations' (nil: none).
+func add(s *mcp.Server, tools map[string]mcp.ToolHandler, name, description string, schema json.RawMessage, hints *mcp.ToolAnnotations, h mcp.ToolHandler) {
+	t := &mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: hints}
+	if hints != nil {
+		t.Title = hints.Title
+	}
+	s.AddTool(t, h)
 	tools[name] = h
+}
+
+// hints are a tool's annotations. Every tool of the front reaches only the
+// sidecar and the company's own systems of record behind it, so none is
+// open-world.
+func hints(title string, readOnly, destructive, idempotent bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, DestructiveHint: &destructive,
+		IdempotentHint: idempotent, OpenWorldHint: new(bool)}
 }
 
 // unknownTools answers a call of a tool the session does not offer as the

@@ -370,7 +370,8 @@ func TestMCPAuthentication(t *testing.T) {
 		}
 	}
 
-	// The catalog's schemas and descriptions are the API's, as given.
+	// The catalog's schemas and descriptions are the API's, as given, but
+	// for the workflow and ticket arguments the front adds.
 	api, err := apiClient(t, st, "rep-ana").Tools(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -384,8 +385,16 @@ func TestMCPAuthentication(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("%s not listed", want.Name)
 		}
-		if got := listed.Tools[i]; got.Description != want.Description || !sameJSON(t, got.InputSchema, want.InputSchema) {
-			t.Errorf("%s: description %q schema %v, want the API's %q %s", want.Name, got.Description, got.InputSchema, want.Description, want.InputSchema)
+		got := listed.Tools[i]
+		schema, _ := got.InputSchema.(map[string]any)
+		props, _ := schema["properties"].(map[string]any)
+		if props["workflow"] == nil || props["ticket"] == nil {
+			t.Errorf("%s: schema %v without the workflow and ticket arguments", want.Name, got.InputSchema)
+		}
+		delete(props, "workflow")
+		delete(props, "ticket")
+		if got.Description != want.Description || !sameJSON(t, schema, want.InputSchema) {
+			t.Errorf("%s: description %q schema %v, want the API's %q %s", want.Name, got.Description, schema, want.Description, want.InputSchema)
 		}
 	}
 
@@ -439,15 +448,20 @@ func TestMCPSessionWorkflow(t *testing.T) {
 		t.Errorf("another ticket on W-named: %d %s, want 409 workflow_exists", e.Status, e.Code)
 	}
 
+	// Without headers, a session's first call opens its own workflow,
+	// which its later calls and countersign_status find again.
 	cs := connect(t, st, "rep-ana", nil)
-	var a, b client.Workflow
-	structured(t, call(t, cs, "countersign_status", nil), &a)
-	structured(t, call(t, cs, "countersign_status", nil), &b)
+	var a, b client.Step
+	structured(t, call(t, cs, "lookup_order", map[string]any{"order": "O-1001"}), &a)
+	structured(t, call(t, cs, "lookup_order", map[string]any{"order": "O-1002"}), &b)
+	var w client.Workflow
+	structured(t, call(t, cs, "countersign_status", nil), &w)
 	other := connect(t, st, "rep-ana", nil)
-	var c client.Workflow
-	structured(t, call(t, other, "countersign_status", nil), &c)
-	if a.ID == "" || a.ID != b.ID || c.ID == a.ID || !strings.HasPrefix(a.Ticket, "mcp-") || a.Ticket != "mcp-"+cs.ID() {
-		t.Errorf("sessions' workflows %s (%s), %s, %s: want one per session, ticket mcp-%s", a.ID, a.Ticket, b.ID, c.ID, cs.ID())
+	var c client.Step
+	structured(t, call(t, other, "lookup_order", map[string]any{"order": "O-1001"}), &c)
+	if a.Workflow == "" || b.Workflow != a.Workflow || b.N != 2 || w.ID != a.Workflow || w.Ticket != "mcp-"+cs.ID() || c.Workflow == a.Workflow {
+		t.Errorf("sessions' workflows %s, %s/%d, status %s (%s), %s: want one per session, ticket mcp-%s",
+			a.Workflow, b.Workflow, b.N, w.ID, w.Ticket, c.Workflow, cs.ID())
 	}
 }
 

@@ -79,7 +79,7 @@ func connect(t *testing.T, st *devstack.Stack, who string, h http.Header) *mcp.C
 	return cs
 }
 
-// workflowHeaders names a session's workflow.
+// workflowHeaders names a session's default workflow.
 func workflowHeaders(id, ticket string) http.Header {
 	return http.Header{"Countersign-Workflow": {id}, "Countersign-Ticket": {ticket}}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/countersign/countersign/sidecar/client"
 )
 
-// The headers that name a session's workflow.
+// The headers that name a session's default workflow.
 const (
 	WorkflowHeader = "Countersign-Workflow"
 	TicketHeader   = "Countersign-Ticket"
@@ -113,8 +113,8 @@ func verifiedCaller(ctx context.Context, _ string, _ *http.Request) (*auth.Token
 }
 
 // server builds the server of a new session from the request that opens
-// it: the caller's role chooses the tools, the headers the workflow. nil
-// (the SDK answers 400) when the catalog cannot be read.
+// it: the caller's role chooses the tools, the headers its default
+// workflow. nil (the SDK answers 400) when the catalog cannot be read.
 func (h *Handler) server(r *http.Request) *mcp.Server {
 	caller, _ := r.Context().Value(callerKey{}).(Caller)
 	cfg := Config{

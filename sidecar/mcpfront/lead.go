@@ -32,16 +32,22 @@ func addLeadTools(s *mcp.Server, cfg Config) map[string]mcp.ToolHandler {
 	tools := map[string]mcp.ToolHandler{}
 	add(s, tools, "approvals_pending", "The pending approval requests you may act on: each with its summary, the rule that "+
 		"asked for approval, requester, ticket, the order's amount paid and refunds already made, and its expiry.",
-		pendingSchema, leadPending(cfg))
-	add(s, tools, "approval_get", "One approval request in full.", getSchema, leadGet(cfg))
+		pendingSchema, hints("Pending approvals", true, false, true), leadPending(cfg))
+	add(s, tools, "approval_get", "One approval request in full.", getSchema, hints("One approval request", true, false, true), leadGet(cfg))
 	add(s, tools, "approval_approve", "Approve a pending request as yourself (the token's subject). Approving executes "+
 		"nothing: the step runs at the agent's next resume. Only a lead approves. Refusals name their code (forbidden_role, "+
 		"requester_cannot_approve, approver_not_lead, approver_outside_region, above_approver_limit, approval_expired, not_pending).",
-		decideSchema, leadDecide(cfg, "approved", (*client.Client).Approve))
+		decideSchema, decideHints("Approve a request"), leadDecide(cfg, "approved", (*client.Client).Approve))
 	add(s, tools, "approval_reject", "Reject a pending request as yourself, with a comment saying why: the step ends "+
-		"denied at the agent's next resume.", decideSchema, leadDecide(cfg, "rejected", (*client.Client).Reject))
+		"denied at the agent's next resume.", decideSchema, decideHints("Reject a request"), leadDecide(cfg, "rejected", (*client.Client).Reject))
 	return tools
 }
+
+// decideHints are the annotations of approval_approve and approval_reject:
+// not read-only, they record a decision (additive: nothing runs until the
+// agent resumes), and the same decision again changes nothing more (it is
+// answered not_pending).
+func decideHints(title string) *mcp.ToolAnnotations { return hints(title, false, false, true) }
 
 func leadPending(cfg Config) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

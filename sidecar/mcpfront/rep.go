@@ -21,56 +21,195 @@ const (
 	waitTool   = "countersign_wait"
 )
 
-var (
-	statusSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
-	waitSchema   = json.RawMessage(`{"type":"object","properties":{"timeout_seconds":{"type":"integer","minimum":1,"maximum":60,` +
-		`"description":"how long to wait at most, in seconds (default 60)"}},"additionalProperties":false}`)
+// The arguments that name a call's workflow, on every tool of a rep's
+// session; the front takes them out of a catalog tool's arguments.
+const (
+	workflowArg = "workflow"
+	ticketArg   = "ticket"
 )
 
-// rep is a rep's session: the catalog, governed, in one workflow.
+// targetProperties are the schema of workflowArg and ticketArg.
+const targetProperties = `"workflow":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$",` +
+	`"description":"id of the workflow to work in (a step's answer gives it); default: this session's"},` +
+	`"ticket":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$",` +
+	`"description":"the ticket the work is for: a call opens a workflow for a ticket new to this session; with workflow, that workflow's ticket"}`
+
+var (
+	statusSchema = json.RawMessage(`{"type":"object","properties":{` + targetProperties + `},"additionalProperties":false}`)
+	waitSchema   = json.RawMessage(`{"type":"object","properties":{"timeout_seconds":{"type":"integer","minimum":1,"maximum":60,` +
+		`"description":"how long to wait at most, in seconds (default 60)"},` + targetProperties + `},"additionalProperties":false}`)
+)
+
+// rep is a rep's session: the catalog, governed, in the workflows its
+// calls name.
 type rep struct {
 	cfg Config
+	// own is the ticket of the session's own workflow when neither the
+	// calls nor the defaults name one, where the transport has no session
+	// id (stdio).
+	own string
 
-	mu sync.Mutex
-	wf string // the session's workflow once opened
+	mu     sync.Mutex
+	opened []opened // the workflows this session opened or found, oldest first
 }
 
+// opened is a workflow this session opened (or found again) by its ticket.
+type opened struct{ id, ticket string }
+
+// target names a workflow: an id, a ticket, or both.
+type target struct{ workflow, ticket string }
+
+func (t target) named() bool { return t.workflow != "" || t.ticket != "" }
+
 func addRepTools(s *mcp.Server, r *rep) map[string]mcp.ToolHandler {
+	r.own = "mcp-" + ulid.Make().String()
 	tools := map[string]mcp.ToolHandler{}
 	for _, t := range r.cfg.Catalog {
-		add(s, tools, t.Name, t.Description, t.InputSchema, r.governed(t.Name))
+		schema, err := withTarget(t.InputSchema)
+		handler := r.governed(t.Name)
+		if err != nil {
+			// A schema the front cannot extend is served as given, and
+			// its calls as given go to the session's default workflow.
+			schema, handler = t.InputSchema, r.governedAsGiven(t.Name)
+		}
+		add(s, tools, t.Name, t.Description, schema, catalogHints(t.Annotations), handler)
 	}
-	add(s, tools, statusTool, "Where this session's countersign workflow stands: each step with its status, decision, rule, "+
-		"approval and result.", statusSchema, r.status)
+	add(s, tools, statusTool, "Where a countersign workflow stands (default: this session's): each step with its status, "+
+		"decision, rule, approval and result.", statusSchema, hints("Where the workflow stands", true, false, true), r.status)
 	add(s, tools, waitTool, "Wait (up to 60 s) until the workflow's pending approvals are answered, then resume it and say "+
-		"what ran. Call it after a call answered waiting_approval, held or unknown.", waitSchema, r.wait)
+		"what ran. Call it after a call answered waiting_approval, held or unknown, with the same workflow.", waitSchema,
+		// It resumes the workflow: an approved step runs then.
+		hints("Wait for approval and resume", false, true, true), r.wait)
 	return tools
 }
 
-// governed proposes a call of a catalog tool as a step of the session's
-// workflow, with the arguments as they came.
+// catalogHints are a catalog tool's annotations as MCP says them; nil (the
+// protocol's cautious defaults) from a sidecar that gives none.
+func catalogHints(a *client.ToolAnnotations) *mcp.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	return &mcp.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: &a.Destructive,
+		IdempotentHint: a.Idempotent, OpenWorldHint: &a.OpenWorld}
+}
+
+// withTarget is a catalog tool's input schema with workflowArg and
+// ticketArg added to its properties, strict as it was. A schema that is
+// not an object with properties, or that has either name already, is an
+// error.
+func withTarget(schema json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &top); err != nil {
+		return nil, err
+	}
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(top["properties"], &props); err != nil || props == nil {
+		return nil, fmt.Errorf("the schema has no properties object")
+	}
+	var own map[string]json.RawMessage
+	if err := json.Unmarshal([]byte("{"+targetProperties+"}"), &own); err != nil {
+		return nil, err
+	}
+	for name, p := range own {
+		if _, ok := props[name]; ok {
+			return nil, fmt.Errorf("the tool has an argument %q of its own", name)
+		}
+		props[name] = p
+	}
+	var err error
+	if top["properties"], err = json.Marshal(props); err != nil {
+		return nil, err
+	}
+	return json.Marshal(top)
+}
+
+// governed proposes a call of a catalog tool as a step of the workflow
+// it names (see target), with its arguments as they came but for
+// workflowArg and ticketArg.
 func (r *rep) governed(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c, wf, res := r.open(ctx, req)
-		if res != nil {
-			return res, nil
+		args, named, err := takeTarget(req.Params.Arguments)
+		if err != nil {
+			return errorResult(err), nil
 		}
-		var args any = req.Params.Arguments
-		if len(req.Params.Arguments) == 0 {
-			args = nil // no arguments: "args": null, as /v1 would get it
-		}
-		return stepResult(c.ProposeStep(ctx, wf, name, args)), nil
+		return r.propose(ctx, req, name, args, named), nil
 	}
+}
+
+// governedAsGiven proposes a call with its arguments as they came, in the
+// session's default workflow.
+func (r *rep) governedAsGiven(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return r.propose(ctx, req, name, req.Params.Arguments, target{}), nil
+	}
+}
+
+func (r *rep) propose(ctx context.Context, req *mcp.CallToolRequest, name string, raw json.RawMessage, named target) *mcp.CallToolResult {
+	c, res := clientFor(r.cfg, req)
+	if res != nil {
+		return res
+	}
+	wf, err := r.open(ctx, c, r.target(req, named))
+	if err != nil {
+		return errorResult(err)
+	}
+	var args any = raw
+	if len(raw) == 0 {
+		args = nil // no arguments: "args": null, as /v1 would get it
+	}
+	return stepResult(c.ProposeStep(ctx, wf, name, args))
+}
+
+// takeTarget takes workflowArg and ticketArg out of a catalog tool's
+// arguments and returns the rest: as they came, byte for byte, when
+// neither is there. An empty string names nothing. Arguments that are not
+// one clean object are returned as they came, for /v1 to answer.
+func takeTarget(raw json.RawMessage) (json.RawMessage, target, error) {
+	m, err := strictjson.Object(raw)
+	if err != nil {
+		return raw, target{}, nil
+	}
+	var t target
+	took := false
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{workflowArg, &t.workflow}, {ticketArg, &t.ticket}} {
+		v, ok, err := m.Take(f.name)
+		if err != nil {
+			return nil, target{}, argsError(err)
+		}
+		if !ok {
+			continue
+		}
+		took = true
+		if err := strictjson.Decode(v, f.to); err != nil {
+			return nil, target{}, argsError(fmt.Errorf("%s: %w", f.name, err))
+		}
+	}
+	if !took {
+		return raw, target{}, nil
+	}
+	rest, err := json.Marshal(m)
+	return rest, t, err
 }
 
 // status answers the workflow with its steps.
 func (r *rep) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if err := decodeArgs(req.Params.Arguments, &struct{}{}); err != nil {
+	var in struct {
+		Workflow string `json:"workflow"`
+		Ticket   string `json:"ticket"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return errorResult(err), nil
 	}
-	c, wf, res := r.open(ctx, req)
+	c, res := clientFor(r.cfg, req)
 	if res != nil {
 		return res, nil
+	}
+	wf, err := r.find(ctx, c, r.target(req, target{in.Workflow, in.Ticket}))
+	if err != nil {
+		return errorResult(err), nil
 	}
 	w, err := c.Workflow(ctx, wf)
 	if err != nil {
@@ -83,7 +222,9 @@ func (r *rep) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 // workflow and answers it.
 func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in struct {
-		TimeoutSeconds *int `json:"timeout_seconds"`
+		TimeoutSeconds *int   `json:"timeout_seconds"`
+		Workflow       string `json:"workflow"`
+		Ticket         string `json:"ticket"`
 	}
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return errorResult(err), nil
@@ -96,9 +237,13 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 		}
 		limit = time.Duration(*in.TimeoutSeconds) * time.Second
 	}
-	c, wf, res := r.open(ctx, req)
+	c, res := clientFor(r.cfg, req)
 	if res != nil {
 		return res, nil
+	}
+	wf, err := r.find(ctx, c, r.target(req, target{in.Workflow, in.Ticket}))
+	if err != nil {
+		return errorResult(err), nil
 	}
 	w, pending, err := r.await(ctx, c, wf, limit)
 	if err != nil {
@@ -161,39 +306,86 @@ func (r *rep) pending(w client.Workflow) (ids []string, expiry time.Duration) {
 	return ids, expiry
 }
 
-// open returns the caller's client and the session's workflow, opened at
-// its first use (created, or found again with the same id and ticket), or
-// the error result that says why there is none. Calls wait for each other
-// here, so that a session opens one workflow.
-func (r *rep) open(ctx context.Context, req *mcp.CallToolRequest) (*client.Client, string, *mcp.CallToolResult) {
-	c, res := clientFor(r.cfg, req)
-	if res != nil {
-		return nil, "", res
+// target is the workflow a call works in: the one its arguments name,
+// else the one the session's defaults name (headers, flags), else the
+// session's own, ticket mcp-<session id>.
+func (r *rep) target(req *mcp.CallToolRequest, named target) target {
+	if named.named() {
+		return named
+	}
+	if d := (target{r.cfg.Workflow, r.cfg.Ticket}); d.named() {
+		return d
+	}
+	if req.Session != nil && req.Session.ID() != "" {
+		return target{ticket: "mcp-" + req.Session.ID()}
+	}
+	return target{ticket: r.own}
+}
+
+// open returns the id of the workflow t names for a governed call:
+//
+//	workflow alone       that workflow, never created (/v1 answers
+//	                     not_found for one that does not exist)
+//	workflow and ticket  created, or found again (POST /v1/workflows)
+//	ticket alone         the last one this session worked in for the
+//	                     ticket, else a new one (the sidecar chooses the id)
+//
+// Calls wait for each other here, so that a session opens one workflow
+// for a ticket.
+func (r *rep) open(ctx context.Context, c *client.Client, t target) (string, error) {
+	if t.ticket == "" {
+		return t.workflow, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.wf != "" {
-		return c, r.wf, nil
+	if id, ok := r.lookup(t); ok {
+		return id, nil
 	}
-	nw := client.NewWorkflow{ID: r.cfg.Workflow, Ticket: r.cfg.Ticket}
-	if nw.ID == "" && nw.Ticket == "" {
-		nw.Ticket = "mcp-" + sessionID(req)
-	}
-	w, _, err := c.CreateWorkflow(ctx, nw)
+	w, _, err := c.CreateWorkflow(ctx, client.NewWorkflow{ID: t.workflow, Ticket: t.ticket})
 	if err != nil {
-		return nil, "", errorResult(fmt.Errorf("opening the session's workflow: %w", err))
+		return "", fmt.Errorf("opening the workflow: %w", err)
 	}
-	r.wf = w.ID
-	return c, r.wf, nil
+	r.opened = append(r.opened, opened{id: w.ID, ticket: w.Ticket})
+	return w.ID, nil
 }
 
-// sessionID is the MCP session's id, or a fresh ULID where the transport
-// has none (stdio).
-func sessionID(req *mcp.CallToolRequest) string {
-	if req.Session != nil && req.Session.ID() != "" {
-		return req.Session.ID()
+// find returns the id of the workflow t names for countersign_status and
+// countersign_wait, which never create one: a workflow named by id (with
+// its ticket, when given, checked), or the last one this session worked
+// in for the ticket; not_found when there is none.
+func (r *rep) find(ctx context.Context, c *client.Client, t target) (string, error) {
+	r.mu.Lock()
+	id, ok := r.lookup(t)
+	r.mu.Unlock()
+	switch {
+	case ok:
+		return id, nil
+	case t.workflow == "":
+		return "", &client.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("this session has "+
+			"worked in no workflow for ticket %q yet: a call of a tool opens it; or name an existing workflow with %q", t.ticket, workflowArg)}
+	case t.ticket == "":
+		return t.workflow, nil
 	}
-	return ulid.Make().String()
+	w, err := c.Workflow(ctx, t.workflow)
+	if err != nil {
+		return "", err
+	}
+	if w.Ticket != t.ticket {
+		return "", &client.Error{Status: http.StatusConflict, Code: "workflow_exists", Message: fmt.Sprintf("workflow %q "+
+			"was opened for another ticket than %q; name it by %q alone, or name the ticket's own workflow", w.ID, t.ticket, workflowArg)}
+	}
+	return w.ID, nil
+}
+
+// lookup finds the last workflow the session worked in that t names by
+// its ticket (and id, when t has one). The caller holds r.mu.
+func (r *rep) lookup(t target) (string, bool) {
+	for i := len(r.opened) - 1; i >= 0; i-- {
+		if o := r.opened[i]; o.ticket == t.ticket && (t.workflow == "" || o.id == t.workflow) {
+			return o.id, true
+		}
+	}
+	return "", false
 }
 
 // decodeArgs decodes a tool's arguments as the API decodes a body:

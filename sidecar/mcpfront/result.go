@@ -53,8 +53,34 @@ func stepResult(st client.Step, err error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: st.Status == client.StepDenied, Content: text("%s", stepText(st)), StructuredContent: st}
 }
 
-// stepText says what happened to a step, in words a model acts on.
+// stepText says what happened to a step, in words a model acts on, and
+// then why, as the step's reason and a lead's comment say it.
 func stepText(st client.Step) string {
+	var b strings.Builder
+	b.WriteString(outcomeText(st))
+	if r := st.Reason; r != nil && r.Text != "" {
+		fmt.Fprintf(&b, " Why: %s", sentence(r.Text))
+	}
+	if r := st.Reason; r != nil && r.Next != "" {
+		fmt.Fprintf(&b, " Next: %s", sentence(r.Next))
+	}
+	if st.ApprovalComment != "" {
+		fmt.Fprintf(&b, " The lead's comment: %q.", st.ApprovalComment)
+	}
+	return b.String()
+}
+
+// sentence is s ending with a full stop.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return s
+	}
+	return s + "."
+}
+
+// outcomeText says what happened to a step and what to do about it.
+func outcomeText(st client.Step) string {
 	call := fmt.Sprintf("%s step %d (%s)", st.Workflow, st.N, st.Tool)
 	switch st.Status {
 	case client.StepDone:
