@@ -93,6 +93,7 @@ var answers = map[string]reflect.Type{
 	"metrics 200":                 nil,
 	"jwks 200":                    nil,
 	"protectedResource 200":       typeOf[resourceMetadata](),
+	"protectedResourceMcp 200":    typeOf[resourceMetadata](),
 	"openapi 200":                 nil,
 	"listTools 200":               typeOf[toolsAnswer](),
 	"createWorkflow 200":          typeOf[workflowView](),

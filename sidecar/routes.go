@@ -33,7 +33,10 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
+	// At the root, as the 401 names it, and with /mcp's path inserted
+	// (RFC 9728 §3.1), where MCP clients look when a 401 names none.
 	e.GET(protectedResourcePath, s.protectedResource)
+	e.GET(protectedResourcePath+"/mcp", s.protectedResource)
 	e.GET("/openapi.json", s.openapi)
 	// The MCP front (streamable HTTP): a browser page's Origin is checked
 	// first, then the bearer is verified as on /v1.

@@ -26,25 +26,8 @@ func TestProtectedResourceMetadata(t *testing.T) {
 	}
 	defer st.Close()
 
-	res, err := http.Get(st.URL + "/.well-known/oauth-protected-resource")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var doc struct {
-		Resource               string   `json:"resource"`
-		AuthorizationServers   []string `json:"authorization_servers"`
-		BearerMethodsSupported []string `json:"bearer_methods_supported"`
-		ResourceName           string   `json:"resource_name"`
-	}
-	dec := json.NewDecoder(res.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
-		t.Fatalf("status %d %s: %+v, %v", res.StatusCode, res.Header.Get("Content-Type"), doc, err)
-	}
-	if doc.Resource != "https://countersign.example.com/mcp" || strings.Join(doc.AuthorizationServers, " ") != "https://idp.example.com" ||
-		strings.Join(doc.BearerMethodsSupported, " ") != "header" || doc.ResourceName == "" {
-		t.Errorf("metadata %+v: want /mcp under the public URL, the issuer that is a URL, bearer in the header", doc)
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		checkResourceMetadata(t, st.URL+path)
 	}
 
 	for path, want := range map[string]string{
@@ -72,5 +55,30 @@ func TestPublicURLRefused(t *testing.T) {
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "PublicURL") || !strings.Contains(err.Error(), "write it like https://") {
 			t.Errorf("PublicURL %q: %v", v, err)
 		}
+	}
+}
+
+// checkResourceMetadata checks the protected resource metadata served at url.
+func checkResourceMetadata(t *testing.T, url string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var doc struct {
+		Resource               string   `json:"resource"`
+		AuthorizationServers   []string `json:"authorization_servers"`
+		BearerMethodsSupported []string `json:"bearer_methods_supported"`
+		ResourceName           string   `json:"resource_name"`
+	}
+	dec := json.NewDecoder(res.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("status %d %s: %+v, %v", res.StatusCode, res.Header.Get("Content-Type"), doc, err)
+	}
+	if doc.Resource != "https://countersign.example.com/mcp" || strings.Join(doc.AuthorizationServers, " ") != "https://idp.example.com" ||
+		strings.Join(doc.BearerMethodsSupported, " ") != "header" || doc.ResourceName == "" {
+		t.Errorf("metadata %+v: want /mcp under the public URL, the issuer that is a URL, bearer in the header", doc)
 	}
 }
