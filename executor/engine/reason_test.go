@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/money"
@@ -259,5 +260,48 @@ func TestHeldStepsAreExplained(t *testing.T) {
 	if s.Status != store.StepHeld || s.Reason == nil || s.Reason.Text != "issue_refund is switched off by an operator" ||
 		!strings.HasPrefix(s.Reason.Next, "wait: resume the workflow once an operator switches issue_refund on") {
 		t.Errorf("held step %s, reason %+v", s.Status, s.Reason)
+	}
+}
+
+// A step held past its delegation says so, and that a current token of
+// the rep resumes it.
+func TestExpiredDelegationIsExplained(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	ctx := context.Background()
+	rep := token(func(p *engine.Person) { p.Expires = h.clock.Now().Add(time.Minute) })
+	if _, _, err := h.eng.CreateWorkflow(ctx, rep, "W1", "T-1"); err != nil {
+		t.Fatal(err)
+	}
+	s := h.propose("rep-ana", "W1", tool.IssueRefund, `{"order":"O-1002","amount":12000}`)
+	if _, err := h.eng.Approve(ctx, person("lead-dee"), s.Approval, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(2 * time.Minute)
+	snap, err := h.eng.Resume(ctx, person("ops-ida"), "W1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := snap.Steps[0]
+	if got.Status != store.StepHeld || got.Reason == nil || got.Reason.Text != "the rep's delegation to the agent for this workflow has expired" ||
+		!strings.HasPrefix(got.Reason.Next, "resume the workflow with a current token of its rep") {
+		t.Errorf("step %s (was %s), reason %+v", got.Status, s.Status, got.Reason)
+	}
+}
+
+// A call a system of record refuses is denied with the system's code and
+// message as its reason.
+func TestRefusalDownstreamIsExplained(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	ctx := context.Background()
+	h.workflow("rep-ana", "W1")
+	narrow := person("rep-ana")
+	narrow.RefundCeiling = 1000 // a later token delegates less: the ledger refuses above it
+	s, err := h.eng.Propose(ctx, narrow, "W1", tool.IssueRefund, json.RawMessage(`{"order":"O-1001","amount":3000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != store.StepDenied || s.Reason == nil || s.Reason.Text != "the ledger refused the call: amount_above_max: over the rep's ceiling" ||
+		!strings.HasPrefix(s.Reason.Next, "nothing: ") || s.Reason.Facts["code"] != "amount_above_max" {
+		t.Errorf("step %s, reason %+v", s.Status, s.Reason)
 	}
 }
