@@ -193,8 +193,8 @@ func overCap(rule string, in policy.Input, lim policy.Limits) store.Reason {
 func refundNeedsApproval(in policy.Input, lim policy.Limits) store.Reason {
 	a, refunded := in.Args.Amount, in.Totals.OrderRefunded
 	next := nextAskLead
-	if auto := min(lim.RefundAuto-refunded, room(in, lim)); auto > 0 {
-		next += fmt.Sprintf("; or amend it to at most %s, which runs without one", auto)
+	if m := atMost(in, min(lim.RefundAuto-refunded, room(in, lim))); m != "" {
+		next += "; or amend it to " + m + ", which runs without one"
 	}
 	return store.Reason{
 		Text: fmt.Sprintf("%s requested on order %s, %s refunded before: above %s in all on one order a lead approves",
@@ -252,20 +252,38 @@ func room(in policy.Input, lim policy.Limits) money.Cents {
 // line-item refund, a smaller quantity) that every cap leaves room for,
 // or nothing, for why, when none does.
 func smaller(in policy.Input, lim policy.Limits, why string) string {
-	r := room(in, lim)
 	if why == "" {
 		why = "no amount fits the limits now"
 	}
-	if l, ok := in.Order.Line(in.Args.Line); ok && in.Args.IsLine() && l.UnitAmount > 0 {
-		if q := min(int64(r/l.UnitAmount), l.Quantity-l.RefundedQuantity); q > 0 {
-			return fmt.Sprintf("a smaller quantity, at most %d of line %s (%s)", q, l.ID, l.UnitAmount*money.Cents(q))
+	switch m := atMost(in, room(in, lim)); {
+	case m == "":
+		return nextNothing + why
+	case in.Args.IsLine():
+		return "a smaller quantity, " + m
+	default:
+		return "a smaller amount, " + m
+	}
+}
+
+// atMost says the largest refund like in's within limit: an amount, or
+// for a line-item refund the units of its line that are left; "" when
+// none fits.
+func atMost(in policy.Input, limit money.Cents) string {
+	if !in.Args.IsLine() {
+		if limit <= 0 {
+			return ""
 		}
-		return nextNothing + why
+		return "at most " + limit.String()
 	}
-	if r <= 0 {
-		return nextNothing + why
+	l, ok := in.Order.Line(in.Args.Line)
+	if !ok || l.UnitAmount <= 0 {
+		return ""
 	}
-	return "a smaller amount, at most " + r.String()
+	q := min(int64(limit/l.UnitAmount), l.Quantity-l.RefundedQuantity)
+	if q <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("at most %d of line %s (%s)", q, l.ID, l.UnitAmount*money.Cents(q))
 }
 
 // held is the reason of a step held with note: its tool switched off, or
