@@ -262,8 +262,9 @@ func (s *Server) getWorkflow(c echo.Context) error {
 
 func (s *Server) proposeStep(c echo.Context) error {
 	var req struct {
-		Tool string          `json:"tool"`
-		Args json.RawMessage `json:"args"`
+		Tool   string          `json:"tool"`
+		Args   json.RawMessage `json:"args"`
+		Reason string          `json:"reason"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -271,7 +272,7 @@ func (s *Server) proposeStep(c echo.Context) error {
 	if req.Tool == "" {
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "tool: required; GET /v1/tools lists them")
 	}
-	step, err := s.opts.Engine.Propose(c.Request().Context(), person(c), c.Param("id"), tool.Name(req.Tool), req.Args)
+	step, err := s.opts.Engine.ProposeWithReason(c.Request().Context(), person(c), c.Param("id"), tool.Name(req.Tool), req.Args, req.Reason)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,22 @@ type stepView struct {
 	// ResolveAfter is shown on a step whose effect may still land
 	// (started or unknown): the engine resolves it after then.
 	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
+	// Reason is shown on a step denied, waiting for an approval or held:
+	// the fact that decided and what the agent can do next.
+	Reason *reasonView `json:"reason,omitempty"`
+	// ApprovalComment is the comment of the lead who rejected the step's
+	// approval.
+	ApprovalComment string `json:"approval_comment,omitempty"`
+	// AgentReason is why the agent said it made the call.
+	AgentReason string `json:"agent_reason,omitempty"`
+}
+
+// reasonView is why a step did not run and what can be done next. Facts
+// holds the numbers the text states: cents as integers, ids.
+type reasonView struct {
+	Text  string         `json:"text"`
+	Facts map[string]any `json:"facts,omitempty"`
+	Next  string         `json:"next"`
 }
 
 // deniedStepView is a denied step with the error that says why.
@@ -100,6 +116,9 @@ type approvalView struct {
 	Ticket      string               `json:"ticket,omitempty"`
 	Customer    string               `json:"customer,omitempty"`
 	OrderPaid   money.Cents          `json:"order_paid,omitempty"`
+	// AgentReason is why the agent said it made the call: its own words,
+	// for the lead to weigh; the policy never saw them.
+	AgentReason string `json:"agent_reason,omitempty"`
 	// The rest are a reviewer's: on the queue and on GET of one approval.
 	OrderRefunded *money.Cents  `json:"order_refunded,omitempty"`
 	Replaces      *replacedView `json:"replaces,omitempty"`
@@ -196,9 +215,17 @@ func snapshotView(snap engine.Snapshot) workflowView {
 func newStepView(st store.Step, a *store.Approval) stepView {
 	v := stepView{Workflow: st.Workflow, N: st.N, Tool: st.Tool, Args: newArgsView(st.Tool, st.Args),
 		Status: st.Status, Decision: st.Decision, Rule: st.Rule,
-		Result: st.Result, Note: st.Note, DuplicateOf: st.DuplicateOf}
+		Result: st.Result, Note: st.Note, DuplicateOf: st.DuplicateOf, AgentReason: st.AgentReason}
 	if a != nil {
 		v.Approval = &stepApprovalView{ID: a.ID, Status: a.Status, Summary: a.Summary, Expires: a.Expires}
+		if a.Status == store.ApprovalRejected {
+			v.ApprovalComment = a.Comment
+		}
+	}
+	switch r := st.Reason; {
+	case r == nil:
+	case st.Status == store.StepDenied, st.Status == store.StepWaitingApproval, st.Status == store.StepHeld:
+		v.Reason = &reasonView{Text: r.Text, Facts: r.Facts, Next: r.Next}
 	}
 	if (st.Status == store.StepStarted || st.Status == store.StepUnknown) && !st.ResolveAfter.IsZero() {
 		at := st.ResolveAfter.UTC()
@@ -219,7 +246,7 @@ func newApprovalView(a store.Approval) approvalView {
 	return approvalView{ID: a.ID, Workflow: a.Workflow, N: a.N, Tool: a.Tool, Args: newArgsView(a.Tool, a.Args),
 		Summary: a.Summary, Requester: a.Requester, Approver: a.Approver, Status: a.Status,
 		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash,
-		Rule: a.Rule, Ticket: a.Ticket, Customer: a.Customer, OrderPaid: a.OrderPaid}
+		Rule: a.Rule, Ticket: a.Ticket, Customer: a.Customer, OrderPaid: a.OrderPaid, AgentReason: a.AgentReason}
 }
 
 // newApprovalItemView is an approval as the person reviewing it sees it.

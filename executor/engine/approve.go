@@ -44,7 +44,7 @@ func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, orde
 			s.Status = store.StepWaitingApproval
 			return false, nil, nil
 		case a.Status == store.ApprovalRejected && bound:
-			s.Status, s.Finished = store.StepDenied, now
+			s.Status, s.Finished, s.Reason = store.StepDenied, now, rejected(a)
 			s.Note = "approval rejected by " + a.Approver
 			return false, nil, nil
 		case a.Status == store.ApprovalRejected:
@@ -74,7 +74,7 @@ func (e *Engine) approvalFor(tx *store.Tx, w store.Workflow, s *store.Step, orde
 		ID: id, Workflow: w.ID, N: s.N, Tool: s.Tool, Args: s.Args, CallHash: binding,
 		Summary:   Summary(w, s.Tool, s.Args, order),
 		Requester: w.User, RequesterRegion: w.Delegation.Region,
-		Rule: s.Rule, Ticket: w.Ticket, Replaces: replaces,
+		Rule: s.Rule, Ticket: w.Ticket, Replaces: replaces, AgentReason: s.AgentReason,
 		Status: store.ApprovalPending, Created: now, Expires: now.Add(lim.ApprovalTTL),
 	}
 	if order != nil {
@@ -288,14 +288,21 @@ func (e *Engine) voidApproval(tx *store.Tx, id string) error {
 	if err != nil {
 		return err
 	}
+	_, err = e.voided(tx, a)
+	return err
+}
+
+// voided voids a if it is still pending or approved and returns it as
+// voided; it returns the zero Approval when a was neither.
+func (e *Engine) voided(tx *store.Tx, a store.Approval) (store.Approval, error) {
 	if a.Status != store.ApprovalPending && a.Status != store.ApprovalApproved {
-		return nil
+		return store.Approval{}, nil
 	}
 	a.Status, a.Decided = store.ApprovalVoid, e.clock.Now()
 	if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
-		return err
+		return store.Approval{}, err
 	}
-	return tx.PutApproval(a)
+	return a, tx.PutApproval(a)
 }
 
 // settleApproval closes the step's approval when policy now allows the call

@@ -93,6 +93,16 @@ func TestAwaitWakesOnEveryChange(t *testing.T) {
 				return err
 			},
 			func(s engine.Snapshot) bool { return len(s.Steps) == 1 }},
+		{"the agent amends a step that waits for a lead",
+			func(h *harness) { h.propose("rep-ben", "W1", tool.IssueRefund, refund400) },
+			func(h *harness) error {
+				_, err := h.eng.Amend(ctx, person("rep-ben"), "W1", 1, []byte(`{"order":"O-1004","amount":39000}`))
+				return err
+			},
+			func(s engine.Snapshot) bool {
+				a := s.Approvals["AP-2"]
+				return s.Steps[0].Approval == "AP-2" && a.Status == store.ApprovalPending && a.Replaces == "AP-1"
+			}},
 		{"the agent amends a step into a call the workflow has",
 			func(h *harness) {
 				h.propose("rep-ben", "W1", tool.IssueRefund, `{"order":"O-1003","amount":1000}`)
@@ -221,8 +231,8 @@ func TestAwaitWakesWhenAStepIsHeld(t *testing.T) {
 }
 
 // What changes no status does not end the wait: another workflow's
-// change, a resume that finds nothing to do, a step's arguments amended.
-// The reader answers when its wait ends, unchanged.
+// change, a resume that finds nothing to do. The reader answers when its
+// wait ends, unchanged.
 func TestAwaitWaitsOnThroughWhatChangesNoStatus(t *testing.T) {
 	h := newHarness(t, engine.DefaultControls())
 	ctx := context.Background()
@@ -234,14 +244,11 @@ func TestAwaitWaitsOnThroughWhatChangesNoStatus(t *testing.T) {
 	if _, err := h.eng.Resume(ctx, person("rep-ben"), "W1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.eng.Amend(ctx, person("rep-ben"), "W1", 1, []byte(`{"order":"O-1004","amount":39000}`)); err != nil {
-		t.Fatal(err)
-	}
 	a := <-readers
 	if a.err != nil || a.changed {
 		t.Fatalf("awaited: changed %v, err %v", a.changed, a.err)
 	}
-	if s := a.snap.Steps[0]; s.Status != store.StepWaitingApproval || s.Args.Amount != 39000 {
+	if s := a.snap.Steps[0]; s.Status != store.StepWaitingApproval || s.Args.Amount != 40000 {
 		t.Errorf("the answer at the end of the wait is not the workflow as it stands: %+v", s)
 	}
 }

@@ -193,6 +193,8 @@ func (e *Engine) endPastDeadline(wfID string) error {
 				continue
 			}
 			s.Decision, s.Rule = string(policy.Deny), RuleDeadline
+			why := Explain(policy.Result{Decision: policy.Deny, Rule: RuleDeadline}, policy.Input{Tool: s.Tool}, lim)
+			s.Reason = &why
 			r, err := e.deny(tx, reservation{step: s}, RuleDeadline, now)
 			if err != nil {
 				return err

@@ -88,8 +88,9 @@ func TestEnginePastTheDeadlineEndsOpenSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := snap.Steps[0]; s.Status != store.StepDenied || s.Rule != engine.RuleDeadline {
-		t.Errorf("waiting step after the deadline: %s %s, want denied %s", s.Status, s.Rule, engine.RuleDeadline)
+	if s := snap.Steps[0]; s.Status != store.StepDenied || s.Rule != engine.RuleDeadline ||
+		s.Reason == nil || s.Reason.Text != "the workflow's deadline has passed: it pays nothing more" {
+		t.Errorf("waiting step after the deadline: %s %s (reason %+v), want denied %s with its reason", s.Status, s.Rule, s.Reason, engine.RuleDeadline)
 	}
 	if a, err := h.eng.Approval(ctx, waiting.Approval); err != nil || a.Status == store.ApprovalPending {
 		t.Errorf("its approval: %+v, %v; want it no longer pending", a.Status, err)

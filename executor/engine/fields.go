@@ -46,12 +46,32 @@ func checkComment(c string) error { return checkText("comment", c) }
 // outside the engine (an epoch raise) as the engine checks its own.
 func CheckReason(reason string) error { return checkText("reason", reason) }
 
+// MaxAgentReason bounds the reason an agent gives for a call, in
+// characters: a sentence or two for a lead to read on the card.
+const MaxAgentReason = 500
+
+// checkAgentReason refuses an agent's reason for a call that is too long,
+// or that checkContent refuses in a comment.
+func checkAgentReason(r string) error {
+	if n := utf8.RuneCountInString(r); n > MaxAgentReason {
+		return &InvalidError{"reason", fmt.Sprintf("at most %d characters, got %d; shorten it", MaxAgentReason, n)}
+	}
+	return checkContent("reason", r)
+}
+
 // checkText checks a person's free text (a comment, a reason) before it
 // goes into a record.
 func checkText(field, c string) error {
-	switch {
-	case len(c) > MaxCommentBytes:
+	if len(c) > MaxCommentBytes {
 		return &InvalidError{field, fmt.Sprintf("at most %d bytes; shorten it", MaxCommentBytes)}
+	}
+	return checkContent(field, c)
+}
+
+// checkContent refuses text that is not UTF-8, holds control characters
+// or looks like a bearer token.
+func checkContent(field, c string) error {
+	switch {
 	case !utf8.ValidString(c):
 		return &InvalidError{field, "must be UTF-8 text"}
 	case hasControl(c):

@@ -55,6 +55,17 @@ func (e *Engine) normalize(name tool.Name, raw json.RawMessage) (tool.Args, stri
 // same call again in the workflow is suppressed and names the first. A call
 // that runs at once is admitted, decided and reserved in one transaction.
 func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage) (store.Step, error) {
+	return e.ProposeWithReason(ctx, p, wfID, name, raw, "")
+}
+
+// ProposeWithReason is Propose with the agent's reason for the call, in
+// its own words (at most MaxAgentReason characters; "" for none). It is
+// kept on the step and on its approval for the people who read them, and
+// never given to the policy.
+func (e *Engine) ProposeWithReason(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage, reason string) (store.Step, error) {
+	if err := checkAgentReason(reason); err != nil {
+		return store.Step{}, err
+	}
 	args, claimed, err := e.normalize(name, raw)
 	if err == nil {
 		args, err = e.price(ctx, p, name, args)
@@ -70,14 +81,22 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 		return store.Step{}, err
 	}
 	defer release()
-	s, err := e.propose(ctx, p, wfID, name, args, claimed)
+	s, err := e.propose(ctx, p, wfID, name, args, stated{claimed: claimed, reason: reason})
 	return s, e.fencedOff(wfID, err)
 }
 
+// stated is what a proposal carries beside its call: an approver claimed
+// in the arguments (kept only with the StrictSchema control removed) and
+// the agent's reason for the call. The policy sees neither.
+type stated struct {
+	claimed string
+	reason  string
+}
+
 // propose is Propose under the workflow's lock.
-func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (store.Step, error) {
+func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated) (store.Step, error) {
 	start := time.Now()
-	pl, err := e.plan(ctx, p, wfID, name, args, claimed)
+	pl, err := e.plan(ctx, p, wfID, name, args, st)
 	if err != nil {
 		return store.Step{}, err
 	}
@@ -85,7 +104,7 @@ func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.N
 		return store.Step{}, err
 	}
 	r, err := e.decideBatch(ctx, &pl.v, func(tx *store.Tx) (reservation, error) {
-		return e.admitAndReserve(ctx, tx, p, wfID, name, args, claimed, pl)
+		return e.admitAndReserve(ctx, tx, p, wfID, name, args, st, pl)
 	})
 	if err != nil {
 		return r.step, err
@@ -120,28 +139,40 @@ type proposal struct {
 
 // plan reads how wfID would admit the call and, if it would run at once,
 // reads its facts and decides outside the writer.
-func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (proposal, error) {
-	var pl proposal
+func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated) (proposal, error) {
+	var w store.Workflow
 	var s store.Step
 	err := e.db.View(func(tx *store.Tx) (err error) {
-		pl.w, _, s, err = e.admit(tx, p, wfID, name, args, claimed)
+		w, _, s, err = e.admit(tx, p, wfID, name, args, st)
 		return err
 	})
-	if err != nil || s.Status != store.StepPending || e.expired(pl.w.Delegation, e.clock.Now()) {
-		return pl, err
+	if err != nil {
+		return proposal{w: w}, err
+	}
+	return e.planned(ctx, p, w, s), nil
+}
+
+// planned is how step s of workflow w, admitted for p, runs: at once
+// (ready) with its facts and a verdict made outside the writer, or not
+// (it is not pending, its delegation expired, or err says why its facts
+// could not be read).
+func (e *Engine) planned(ctx context.Context, p Person, w store.Workflow, s store.Step) proposal {
+	pl := proposal{w: w}
+	if s.Status != store.StepPending || e.expired(w.Delegation, e.clock.Now()) {
+		return pl
 	}
 	pl.w.Delegation = e.narrowed(pl.w.Delegation, &p)
 	if pl.f, pl.err = e.rehydrate(ctx, pl.w, s); pl.err != nil {
-		return pl, nil
+		return pl
 	}
 	pl.v, pl.ready = e.preDecide(ctx, pl.w, s, pl.f), true
-	return pl, nil
+	return pl
 }
 
 // admit works out how workflow wfID takes a new call from p: the workflow
 // with the delegation p's token refreshes (refreshed: it changed), and the
 // step as it is to be stored.
-func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, claimed string) (w store.Workflow, refreshed bool, s store.Step, err error) {
+func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated) (w store.Workflow, refreshed bool, s store.Step, err error) {
 	if w, err = e.ownWorkflow(tx, p, wfID); err != nil {
 		return w, false, s, err
 	}
@@ -149,7 +180,7 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 	s = store.Step{
 		Workflow: wfID, N: w.Steps + 1, Tool: name, Args: args, Status: store.StepPending,
 		Call: tool.CallHash(name, args), Key: idempotencyKey(wfID, name, args),
-		ClaimedApprover: claimed, Created: e.clock.Now(),
+		ClaimedApprover: st.claimed, AgentReason: st.reason, Created: e.clock.Now(),
 	}
 	if e.controls.RunDedupe {
 		if first, err := tx.StepByCall(wfID, s.Call); err == nil {
@@ -159,7 +190,7 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 	}
 	if !e.controls.CheckSwitchAtExecution && s.Status == store.StepPending && !tx.Switch(string(name)) {
 		// The weaker design: the switch is read once, at admission.
-		s.Status, s.Note = store.StepHeld, "tool switched off at admission"
+		s.Status, s.Note, s.Reason = store.StepHeld, "tool switched off at admission", held(name, "")
 	}
 	return w, refreshed, s, nil
 }
@@ -167,9 +198,9 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 // admitAndReserve stores the admitted step and, when it runs at once and
 // the plan is ready, decides and reserves it in the same transaction. It is
 // re-runnable: everything comes from tx and pl.
-func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, claimed string, pl proposal) (reservation, error) {
+func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated, pl proposal) (reservation, error) {
 	var r reservation
-	w, refreshed, s, err := e.admit(tx, p, wfID, name, args, claimed)
+	w, refreshed, s, err := e.admit(tx, p, wfID, name, args, st)
 	if err != nil {
 		return r, err
 	}
@@ -187,12 +218,21 @@ func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wf
 	if err := e.putStep(tx, s); err != nil || s.Status != store.StepPending || !pl.ready {
 		return r, err
 	}
+	return e.decideAdmitted(ctx, tx, p, w, r, pl)
+}
+
+// decideAdmitted decides and reserves r's step, just admitted or amended
+// in tx, on the facts and verdict of pl, under w's delegation narrowed by
+// p's token; a step whose delegation expired is held instead. The
+// approvals r changed stay among those the reservation changed.
+func (e *Engine) decideAdmitted(ctx context.Context, tx *store.Tx, p Person, w store.Workflow, r reservation, pl proposal) (reservation, error) {
+	var err error
 	if e.expired(w.Delegation, pl.v.now) {
-		r.step, err = e.holdTx(tx, wfID, s.N, NoteDelegationExpired)
+		r.step, err = e.holdTx(tx, w.ID, r.step.N, NoteDelegationExpired)
 		return r, err
 	}
 	w.Delegation = e.narrowed(w.Delegation, &p)
-	d, err := e.decideAndReserve(ctx, tx, w, s.N, pl.f, pl.v)
+	d, err := e.decideAndReserve(ctx, tx, w, r.step.N, pl.f, pl.v)
 	var u *undecided
 	if errors.As(err, &u) {
 		// The policy failed before the decision wrote anything: the step
@@ -200,6 +240,7 @@ func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wf
 		r.failed = err
 		return r, nil
 	}
+	d.changed = append(r.changed, d.changed...)
 	return d, err
 }
 
@@ -209,84 +250,6 @@ type undecided struct{ err error }
 
 func (u *undecided) Error() string { return u.err.Error() }
 func (u *undecided) Unwrap() error { return u.err }
-
-// Amend replaces the arguments of a step that has not started. An approval
-// bound to the old call stays on the step only to be voided at its next run.
-func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (store.Step, error) {
-	release, err := e.lock(ctx, wfID)
-	if err != nil {
-		return store.Step{}, err
-	}
-	defer release()
-	args, claimed, err := e.amendedArgs(ctx, p, wfID, n, raw)
-	if err != nil {
-		return store.Step{}, err
-	}
-	var s store.Step
-	err = e.db.Update(func(tx *store.Tx) error {
-		s = store.Step{} // this may run more than once
-		w, err := e.ownWorkflow(tx, p, wfID)
-		if err != nil {
-			return err
-		}
-		if _, err := e.refreshDelegation(tx, w, p); err != nil {
-			return err
-		}
-		if s, err = tx.Step(wfID, n); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("step %s/%d: %w", wfID, n, ErrNotFound)
-		} else if err != nil {
-			return err
-		}
-		switch s.Status {
-		case store.StepPending, store.StepHeld, store.StepWaitingApproval:
-		default:
-			return fmt.Errorf("step %s/%d is %s: %w", wfID, n, s.Status, ErrNotAmendable)
-		}
-		s.Args, s.ClaimedApprover = args, claimed
-		s.Call, s.Key = tool.CallHash(s.Tool, args), idempotencyKey(wfID, s.Tool, args)
-		s.Note = "arguments amended; the step runs at the next resume"
-		if first, err := tx.StepByCall(wfID, s.Call); e.controls.RunDedupe && err == nil && first.N != n {
-			// Amended into a call the workflow already has: it would share
-			// that step's key and its ledger entry, so it ends here.
-			s.Status, s.DuplicateOf = store.StepSuppressed, first.N
-			s.Note = fmt.Sprintf("amended into the same call as step %d; nothing will be dispatched", first.N)
-			if err := e.voidApproval(tx, s.Approval); err != nil {
-				return err
-			}
-		}
-		return e.putStep(tx, s)
-	})
-	if err == nil {
-		e.changes.changed(wfID)
-	}
-	return s, e.fencedOff(wfID, err)
-}
-
-// amendedArgs normalizes and prices the new arguments of step n outside
-// any write transaction (pricing reads the order system); Amend checks
-// the step again under its own.
-func (e *Engine) amendedArgs(ctx context.Context, p Person, wfID string, n int, raw json.RawMessage) (tool.Args, string, error) {
-	var name tool.Name
-	err := e.db.View(func(tx *store.Tx) error {
-		if _, err := e.ownWorkflow(tx, p, wfID); err != nil {
-			return err
-		}
-		s, err := tx.Step(wfID, n)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("step %s/%d: %w", wfID, n, ErrNotFound)
-		}
-		name = s.Tool
-		return err
-	})
-	if err != nil {
-		return tool.Args{}, "", err
-	}
-	args, claimed, err := e.normalize(name, raw)
-	if err == nil {
-		args, err = e.price(ctx, p, name, args)
-	}
-	return args, claimed, err
-}
 
 // price sets the amount of a line-item refund from the order record, read
 // with p's lookup token: the line's unit amount times the quantity. An
@@ -660,7 +623,7 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	}
 	now := v.now
 	if e.controls.CheckSwitchAtExecution && !tx.Switch(string(r.step.Tool)) {
-		r.step.Status = store.StepHeld
+		r.step.Status, r.step.Reason = store.StepHeld, held(r.step.Tool, "")
 		r.step.Note = "tool switched off by an operator; resume after it is switched on"
 		return r, e.putStep(tx, r.step)
 	}
@@ -681,7 +644,8 @@ func (e *Engine) decideAndReserve(ctx context.Context, tx *store.Tx, w store.Wor
 	}
 	if mode == policy.ModeApprovalOnly && res.Decision == policy.Allow {
 		res.Decision, res.Rule = policy.RequireApproval, RuleApprovalOnly
-		r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
+		why := Explain(res, policy.Input{Tool: r.step.Tool}, lim)
+		r.step.Decision, r.step.Rule, r.step.Reason = string(res.Decision), res.Rule, &why
 	}
 	switch res.Decision {
 	case policy.Allow:
@@ -728,7 +692,11 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 	// step is acted on with the line-item rule and within the workflow's
 	// bounds, which the engine applies whatever the bundle says.
 	res = bounded(lineChecked(res, in), in)
-	r.step.Decision, r.step.Rule = string(res.Decision), res.Rule
+	r.step.Decision, r.step.Rule, r.step.Reason = string(res.Decision), res.Rule, nil
+	if res.Decision != policy.Allow {
+		why := Explain(res, in, lim)
+		r.step.Reason = &why
+	}
 	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),
 	}))
@@ -793,7 +761,7 @@ func (e *Engine) requireApproval(tx *store.Tx, w store.Workflow, r reservation, 
 // the effect, with the step's token deadline (fence.go), so the first
 // dispatch needs no write of its own to bound its tokens.
 func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (reservation, error) {
-	r.step.Attempts++
+	r.step.Attempts, r.step.Reason = r.step.Attempts+1, nil
 	e.setDeadline(&r.step, now)
 	if e.controls.WriteAhead {
 		r.step.Status, r.step.ReservedAt, r.step.Baseline = store.StepStarted, now, f.baseline
@@ -826,7 +794,7 @@ func (e *Engine) holdTx(tx *store.Tx, wfID string, n int, note string) (store.St
 	if s.Status != store.StepPending && s.Status != store.StepHeld && s.Status != store.StepWaitingApproval {
 		return s, nil
 	}
-	s.Status, s.Note = store.StepHeld, note
+	s.Status, s.Note, s.Reason = store.StepHeld, note, held(s.Tool, note)
 	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, s, map[string]any{"status": string(s.Status), "note": note})); err != nil {
 		return s, err
 	}
@@ -978,6 +946,7 @@ func (e *Engine) outcome(s store.Step, result json.RawMessage, derr error, now, 
 	case errors.As(derr, &refused):
 		s.Status, s.Finished, s.Refusal = store.StepDenied, now, refused.Code
 		s.Note = fmt.Sprintf("refused by the %s: %s: %s", system, refused.Code, refused.Message)
+		s.Reason = refusedBy(system, refused)
 	case errors.Is(derr, ErrOutcomeUnknown):
 		s.Status = store.StepUnknown
 		s.Note = "outcome unknown: resume resolves it by lookup, or a person reconciles it"
@@ -1165,10 +1134,15 @@ func (e *Engine) recoverByCount(ctx context.Context, w store.Workflow, s store.S
 
 // putStep writes s, checking first that this sidecar still holds the
 // workflow's lease under its fencing number (checkFence): every write of
-// a step's state goes through here.
+// a step's state goes through here. A reason explains only a step denied,
+// waiting for an approval or held: one the step has moved past is not
+// stored.
 func (e *Engine) putStep(tx *store.Tx, s store.Step) error {
 	if err := e.checkFence(tx, s.Workflow); err != nil {
 		return err
+	}
+	if !explains(s.Status) {
+		s.Reason = nil
 	}
 	if err := tx.PutStep(s); err != nil {
 		return err

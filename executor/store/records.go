@@ -156,6 +156,24 @@ type Step struct {
 	// again, as that answer alone would have released it before effects
 	// were fenced.
 	ReleaseOnProof bool `json:"release_on_proof,omitempty"`
+	// Reason says why a step is denied, waits for an approval or is held,
+	// and what can be done next, in words and facts built from the
+	// decision's input and the bundle's limits. Nil in any other status,
+	// and on a step stored before reasons were.
+	Reason *Reason `json:"reason,omitempty"`
+	// AgentReason is why the agent says it made the call, as it wrote
+	// it: shown to the people who read the step and its approval, never
+	// given to the policy.
+	AgentReason string `json:"agent_reason,omitempty"`
+}
+
+// Reason is what the agent is told of a step that did not run: the fact
+// that decided (Text, and Facts with its numbers: cents as integers, ids)
+// and what can be done next (Next).
+type Reason struct {
+	Text  string         `json:"text"`
+	Facts map[string]any `json:"facts,omitempty"`
+	Next  string         `json:"next"`
 }
 
 // Approval is a request for a lead's approval of exactly one call.
@@ -190,6 +208,9 @@ type Approval struct {
 	Created     time.Time `json:"created"`
 	Expires     time.Time `json:"expires"`
 	Decided     time.Time `json:"decided,omitzero"`
+	// AgentReason is the step's when the approval was requested: why the
+	// agent says it made the call.
+	AgentReason string `json:"agent_reason,omitempty"`
 }
 
 // Decision is one entry of the decision log: what the call policy was

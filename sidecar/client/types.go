@@ -163,15 +163,19 @@ type Step struct {
 	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
 	// Error is set on a denied step (the API's 403 body): why it was denied.
 	Error *Error `json:"error,omitempty"`
-	// Reason says, on a denied or waiting step, the fact that decided and
-	// what can be done next.
+	// Reason is set on a step denied, waiting for an approval or held:
+	// the fact that decided and what the agent can do next.
 	Reason *Reason `json:"reason,omitempty"`
-	// ApprovalComment is the lead's comment on the approval the step
-	// waited on, once rejected (or approved with one).
+	// ApprovalComment is the comment of the lead who rejected the step's
+	// approval.
 	ApprovalComment string `json:"approval_comment,omitempty"`
+	// AgentReason is the reason the agent gave when it proposed the call.
+	AgentReason string `json:"agent_reason,omitempty"`
 }
 
-// Reason is why a step was denied or waits, in words an agent can pass on.
+// Reason is why a step did not run and what can be done next. Facts holds
+// the numbers and ids Text states (amounts in integer cents; a JSON number
+// decodes as float64 here).
 type Reason struct {
 	Text  string         `json:"text"`
 	Facts map[string]any `json:"facts,omitempty"`
@@ -216,6 +220,9 @@ type Approval struct {
 	Ticket    string      `json:"ticket,omitempty"`
 	Customer  string      `json:"customer,omitempty"`
 	OrderPaid money.Cents `json:"order_paid,omitempty"`
+	// AgentReason is the reason the agent gave for the call, in its own
+	// words; the policy never saw it.
+	AgentReason string `json:"agent_reason,omitempty"`
 	// The rest are a reviewer's, shown on the queue and on GET of one
 	// approval (nil elsewhere): the refunds already made on the order, the
 	// approval this one replaces, whether the caller may approve it now
