@@ -223,8 +223,9 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 		return store.Step{}, err
 	}
 	var s store.Step
+	var void store.Approval
 	err = e.db.Update(func(tx *store.Tx) error {
-		s = store.Step{} // this may run more than once
+		s, void = store.Step{}, store.Approval{} // this may run more than once
 		w, err := e.ownWorkflow(tx, p, wfID)
 		if err != nil {
 			return err
@@ -250,7 +251,7 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 			// that step's key and its ledger entry, so it ends here.
 			s.Status, s.DuplicateOf = store.StepSuppressed, first.N
 			s.Note = fmt.Sprintf("amended into the same call as step %d; nothing will be dispatched", first.N)
-			if err := e.voidApproval(tx, s.Approval); err != nil {
+			if void, err = e.voidApproval(tx, s.Approval); err != nil {
 				return err
 			}
 		}
@@ -258,6 +259,9 @@ func (e *Engine) Amend(ctx context.Context, p Person, wfID string, n int, raw js
 	})
 	if err == nil {
 		e.changes.changed(wfID)
+		if void.ID != "" {
+			e.approvalsChanged(void)
+		}
 	}
 	return s, e.fencedOff(wfID, err)
 }
@@ -491,9 +495,7 @@ func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, 
 		e.obs.Decided(r.decided)
 	}
 	e.tripped(r.tripped)
-	for _, a := range r.changed {
-		e.obs.ApprovalChanged(a)
-	}
+	e.approvalsChanged(r.changed...)
 	if !r.proceed {
 		e.finished(r.step, start)
 		return r.step, nil
@@ -764,8 +766,12 @@ func (e *Engine) allow(tx *store.Tx, w store.Workflow, r reservation, f facts, n
 func (e *Engine) deny(tx *store.Tx, r reservation, rule string, now time.Time) (reservation, error) {
 	r.step.Status, r.step.Finished = store.StepDenied, now
 	r.step.Note = "denied by policy rule " + rule
-	if err := e.voidApproval(tx, r.step.Approval); err != nil {
+	void, err := e.voidApproval(tx, r.step.Approval)
+	if err != nil {
 		return r, err
+	}
+	if void.ID != "" {
+		r.changed = append(r.changed, void)
 	}
 	return r, e.putStep(tx, r.step)
 }
