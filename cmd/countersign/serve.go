@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/notify"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/mcpfront"
@@ -45,6 +46,10 @@ type serveFlags struct {
 	mcpOrigins []string
 	// publicURL is the sidecar's base URL as clients reach it.
 	publicURL string
+	// notifyWebhook gets the approval notices, signed with the secret in
+	// notifySecretFile.
+	notifyWebhook    string
+	notifySecretFile string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -101,7 +106,14 @@ not concerned.
 /.well-known/oauth-protected-resource, naming --issuer as its
 authorization server when it is a URL, and a 401 on /mcp points to it, so
 that an MCP client finds where to get a token. Behind a proxy that changes
-the scheme or host, pass --public-url with the URL clients use.`,
+the scheme or host, pass --public-url with the URL clients use.
+
+With --notify-webhook URL every approval requested, and every decision on
+it (approved, rejected, expired, void, used), is posted to URL as JSON
+whose text field Slack-compatible incoming webhooks display, signed in the
+Countersign-Signature header with the secret in
+--notify-webhook-secret-file. Its link to the lead's page starts with
+--public-url (default the sidecar's own address).`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -133,6 +145,10 @@ the scheme or host, pass --public-url with the URL clients use.`,
 		"web origins (scheme://host[:port], comma-separated or repeated; \"null\" for opaque origins) whose pages may call /mcp; a request with another Origin header is 403 forbidden_origin, one without Origin is not concerned (default none)")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "",
 		"the sidecar's base URL as clients reach it, through any proxy in front (e.g. https://countersign.example.com): /mcp's OAuth protected resource metadata names URLs under it (default: each request's own scheme and Host)")
+	cmd.Flags().StringVar(&f.notifyWebhook, "notify-webhook", "",
+		"URL to POST each approval requested and each decision on it to (JSON with a Slack-compatible text field), signed with --notify-webhook-secret-file")
+	cmd.Flags().StringVar(&f.notifySecretFile, "notify-webhook-secret-file", "",
+		"file holding the secret the notices are signed with (HMAC-SHA256, header Countersign-Signature); the receiver keeps the same (required with --notify-webhook)")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
@@ -152,6 +168,10 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
 		return fmt.Errorf("--mcp-allowed-origins: %w", err)
+	}
+	secret, err := f.notifySecret()
+	if err != nil {
+		return err
 	}
 	if err := stack.CheckPublicURL(f.publicURL); f.publicURL != "" && err != nil {
 		return fmt.Errorf("--public-url: %w", err)
@@ -175,7 +195,7 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	if f.dev {
 		start = f.startDev
 	}
-	closer, err := start(cmd, log, hooks, b)
+	closer, err := start(cmd, log, hooks, b, secret)
 	if err != nil {
 		return withFlagAdvice(err)
 	}
@@ -209,11 +229,12 @@ func (f serveFlags) loadBundle() (*policy.Bundle, error) {
 
 // startProduction runs the production wiring alone: no simulator, no dev
 // identity provider, no fixture.
-func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle, notifySecret []byte) (closer, error) {
 	opts, err := f.production()
 	if err != nil {
 		return nil, err
 	}
+	opts.NotifyWebhook, opts.NotifyWebhookSecret = f.notifyWebhook, notifySecret
 	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, b, true
 	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
 	opts.DispatchTokenTTL, opts.ReceiverClockSkew = f.tokenTTL, f.skew
@@ -228,7 +249,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 }
 
 // startDev runs the dev stack and writes its endpoints and tokens.
-func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle) (closer, error) {
+func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle, notifySecret []byte) (closer, error) {
 	kek, err := f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
 	if err != nil {
 		return nil, err
@@ -238,6 +259,7 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
 		MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL,
 		DispatchTokenTTL: f.tokenTTL, ReceiverClockSkew: f.skew,
+		NotifyWebhook: f.notifyWebhook, NotifyWebhookSecret: notifySecret,
 	})
 	if err != nil {
 		return nil, err
@@ -308,6 +330,29 @@ func (f serveFlags) production() (stack.Options, error) {
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
 		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL}, nil
+}
+
+// notifySecret reads --notify-webhook-secret-file when --notify-webhook is
+// given, saying what to do when either is missing or the file is empty.
+func (f serveFlags) notifySecret() ([]byte, error) {
+	howTo := func(file string) string {
+		return "write a random secret to it (for example: openssl rand -hex 32 > " + file + ") and give the webhook's receiver the same"
+	}
+	switch {
+	case f.notifyWebhook == "" && f.notifySecretFile == "":
+		return nil, nil
+	case f.notifyWebhook == "":
+		return nil, errors.New("--notify-webhook-secret-file is only used with --notify-webhook URL: pass both, or neither")
+	case !isBaseURL(f.notifyWebhook): // not repeated: a chat webhook's URL is its credential
+		return nil, errors.New("--notify-webhook must be an absolute http(s) URL")
+	case f.notifySecretFile == "":
+		return nil, errors.New("--notify-webhook needs --notify-webhook-secret-file FILE, the secret every notice is signed with: " + howTo("FILE"))
+	}
+	secret, err := notify.ReadSecretFile(f.notifySecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--notify-webhook-secret-file: %w: %s", err, howTo(f.notifySecretFile))
+	}
+	return secret, nil
 }
 
 // keyEncryptionKey reads --key-file, or nil when it is not given.

@@ -171,3 +171,51 @@ func TestReceiverClockSkewFlag(t *testing.T) {
 		t.Fatalf("serve --receiver-clock-skew 0s: %v", err)
 	}
 }
+
+// --notify-webhook needs --notify-webhook-secret-file naming a file with a
+// secret in it: a missing flag, a missing file, an empty file, a secret
+// file without a webhook and a webhook that is not a URL are refused in
+// either mode before anything starts, each saying what to do, and never
+// repeating the webhook's URL (a chat service's URL is its credential).
+func TestNotifyWebhookFlags(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	const hook = "https://hooks.example/services/SECRETPATH"
+	prod := []string{"--agent", "a", "--ledger", "http://127.0.0.1:1", "--orders", "http://127.0.0.1:1", "--issuer", "i", "--issuer-jwks", "/nonexistent"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		says []string
+	}{
+		{"a webhook without a secret file", []string{"--notify-webhook", hook}, []string{"--notify-webhook needs --notify-webhook-secret-file FILE", "openssl rand -hex 32 > FILE"}},
+		{"a secret file that does not exist", []string{"--notify-webhook", hook, "--notify-webhook-secret-file", missing}, []string{"--notify-webhook-secret-file", "no such file", "openssl rand -hex 32 > " + missing}},
+		{"an empty secret file", []string{"--notify-webhook", hook, "--notify-webhook-secret-file", empty}, []string{"--notify-webhook-secret-file", empty + " is empty", "openssl rand -hex 32 > " + empty}},
+		{"a secret file without a webhook", []string{"--notify-webhook-secret-file", empty}, []string{"only used with --notify-webhook URL"}},
+		{"a webhook that is not a URL", []string{"--notify-webhook", "hooks.example/SECRETPATH", "--notify-webhook-secret-file", empty}, []string{"--notify-webhook must be an absolute http(s) URL"}},
+	} {
+		for _, mode := range [][]string{{"--dev"}, prod} {
+			t.Run(tc.name+" "+mode[0], func(t *testing.T) {
+				cmd := newServeCmd()
+				cmd.SetArgs(append(append([]string{"--data", t.TempDir()}, mode...), tc.args...))
+				cmd.SetOut(io.Discard)
+				cmd.SetErr(io.Discard)
+				err := cmd.Execute()
+				if err == nil {
+					t.Fatal("serve started")
+				}
+				for _, w := range tc.says {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%q does not say %q", err, w)
+					}
+				}
+				if strings.Contains(err.Error(), "SECRETPATH") {
+					t.Errorf("%q repeats the webhook URL", err)
+				}
+			})
+		}
+	}
+}

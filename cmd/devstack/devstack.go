@@ -86,6 +86,9 @@ type Options struct {
 	// DispatchTokenTTL and ReceiverClockSkew: see stack.Options.
 	DispatchTokenTTL  time.Duration
 	ReceiverClockSkew time.Duration
+	// NotifyWebhook and NotifyWebhookSecret: see stack.Options.
+	NotifyWebhook       string
+	NotifyWebhookSecret []byte
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -191,6 +194,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
 		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
+		NotifyWebhook: o.NotifyWebhook, NotifyWebhookSecret: o.NotifyWebhookSecret,
 	}
 }
 

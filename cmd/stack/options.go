@@ -124,6 +124,12 @@ type Options struct {
 	// resource metadata names URLs under it. Default: each request's own
 	// scheme and Host.
 	PublicURL string
+	// NotifyWebhook, when set, is the URL every approval transition is
+	// posted to (package notify), signed with NotifyWebhookSecret, which
+	// it then requires. Its links to the lead's page start with PublicURL,
+	// or the sidecar's own URL.
+	NotifyWebhook       string
+	NotifyWebhookSecret []byte
 }
 
 // Validate reports every problem of o at once.
@@ -160,6 +166,15 @@ func (o Options) Validate() error {
 	}
 	if o.ReceiverClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("ReceiverClockSkew %s must not be negative", o.ReceiverClockSkew))
+	}
+	if o.NotifyWebhook == "" && len(o.NotifyWebhookSecret) > 0 {
+		errs = append(errs, errors.New("NotifyWebhookSecret is set without NotifyWebhook: set both or neither"))
+	}
+	if o.NotifyWebhook != "" && !isBaseURL(o.NotifyWebhook) { // not repeated: it may hold a credential
+		errs = append(errs, errors.New("NotifyWebhook must be an absolute http(s) URL"))
+	}
+	if o.NotifyWebhook != "" && len(o.NotifyWebhookSecret) == 0 {
+		errs = append(errs, errors.New("NotifyWebhook needs NotifyWebhookSecret: every notice is signed with it"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))

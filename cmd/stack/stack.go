@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/monitor"
+	"github.com/countersign/countersign/executor/notify"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/release"
@@ -48,6 +49,8 @@ type Stack struct {
 	res      *Reservation
 	ln       net.Listener
 	verifier *authn.Verifier
+	// notifier posts approval notices (nil: no webhook).
+	notifier *notify.Notifier
 	cancel   context.CancelFunc
 	served   chan error
 	// background are the sweep, reconciliation and monitors serve starts.
@@ -107,6 +110,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if st.Systems, err = newSystems(o, st.Authority); err != nil {
+		return err
+	}
+	if st.notifier, err = newNotifier(o, m.registry, st.URL); err != nil {
 		return err
 	}
 	st.Engine = st.newEngine(o, m.observer)
@@ -247,11 +253,33 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
 		TokenTTL: o.DispatchTokenTTL, ReceiverSkew: o.ReceiverClockSkew,
 	}
+	if st.notifier != nil {
+		opts.Notifier = st.notifier
+	}
 	if o.StoreURL != "" {
 		opts.Follow, opts.PollChanges = st.Releases.Follow, SharedStorePoll
 		opts.Leases = &engine.Leases{Holder: engine.NewHolder(), TTL: o.LeaseTTL}
 	}
 	return engine.New(opts)
+}
+
+// NotifyDrain is how long a stopping sidecar goes on sending the approval
+// notices still queued; what is left then is dropped (counted).
+const NotifyDrain = 5 * time.Second
+
+// newNotifier posts every approval transition to o.NotifyWebhook, linking
+// to the lead's page under o.PublicURL (default self, the sidecar's own
+// URL); nil without a webhook.
+func newNotifier(o Options, reg prometheus.Registerer, self string) (*notify.Notifier, error) {
+	if o.NotifyWebhook == "" {
+		return nil, nil
+	}
+	public := o.PublicURL
+	if public == "" {
+		public = self
+	}
+	return notify.New(notify.Options{URL: o.NotifyWebhook, Secret: o.NotifyWebhookSecret, PublicURL: public,
+		Clock: o.Clock, Logger: o.Logger, Registerer: reg})
 }
 
 // newReconcile compares the store's steps with the ledger's entries and
@@ -358,6 +386,12 @@ func (st *Stack) Close() error {
 	st.background.Wait()
 	if st.Engine != nil {
 		st.Engine.Close() // its leases go before the store does
+	}
+	if st.notifier != nil { // after the engine: it queues no more
+		ctx, cancel := context.WithTimeout(context.Background(), NotifyDrain)
+		_ = st.notifier.Close(ctx) // what it could not send it counted and logged
+		cancel()
+		st.notifier = nil
 	}
 	if st.verifier != nil {
 		st.verifier.Close(context.Background())

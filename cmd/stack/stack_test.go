@@ -409,3 +409,37 @@ func TestStartWithABundleThatNeedsASecondOperator(t *testing.T) {
 		t.Errorf("/readyz %d with %q active, want 200 and p1-ben", code, st.Policy.Revision())
 	}
 }
+
+// A webhook without its secret, a secret without its webhook and a
+// webhook that is not a URL are each named, without repeating the
+// webhook's URL (a chat service's URL is its credential).
+func TestValidateNotifyOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*stack.Options)
+		says string
+	}{
+		{"a webhook without a secret", func(o *stack.Options) { o.NotifyWebhook = "https://hooks.example/T0/SECRETPATH" }, "NotifyWebhook needs NotifyWebhookSecret"},
+		{"a secret without a webhook", func(o *stack.Options) { o.NotifyWebhookSecret = []byte("s") }, "NotifyWebhookSecret is set without NotifyWebhook"},
+		{"a webhook that is not http(s)", func(o *stack.Options) {
+			o.NotifyWebhook, o.NotifyWebhookSecret = "ftp://hooks.example/SECRETPATH", []byte("s")
+		}, "NotifyWebhook must be an absolute http(s) URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := production(t)
+			tc.edit(&o)
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Validate: %v, want it to say %q", err, tc.says)
+			}
+			if strings.Contains(err.Error(), "SECRETPATH") {
+				t.Errorf("%v repeats the webhook URL", err)
+			}
+		})
+	}
+	o := production(t)
+	o.NotifyWebhook, o.NotifyWebhookSecret, o.PublicURL = "https://hooks.example/x", []byte("s"), "https://approvals.example"
+	if err := o.Validate(); err != nil {
+		t.Fatalf("valid notify options: %v", err)
+	}
+}

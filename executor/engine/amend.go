@@ -67,9 +67,7 @@ func (e *Engine) amend(ctx context.Context, p Person, wfID string, n int, args t
 	if pl.err == nil && r.failed == nil && !r.atAdmission && r.step.Status != store.StepPending {
 		return e.reserved(ctx, pl.w, r, start)
 	}
-	for _, a := range r.changed {
-		e.obs.ApprovalChanged(a)
-	}
+	e.approvalsChanged(r.changed...)
 	switch {
 	case pl.err != nil:
 		return r.step, pl.err // amended; the facts could not be read: resume decides it

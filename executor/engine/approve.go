@@ -143,7 +143,7 @@ func (e *Engine) decideApproval(ctx context.Context, p Person, id, comment strin
 	}
 	if refused == "" || refused == policy.ApprovalExpired {
 		e.changes.changed(a.Workflow)
-		e.obs.ApprovalChanged(a)
+		e.approvalsChanged(a)
 	}
 	if refused != "" {
 		return a, &ApprovalRefused{Code: string(refused)}
@@ -279,17 +279,17 @@ func canonical(id string) string {
 }
 
 // voidApproval voids an approval that can no longer be used, if it is
-// still pending or approved.
-func (e *Engine) voidApproval(tx *store.Tx, id string) error {
+// still pending or approved, and returns it; it returns no approval (an
+// empty ID) when there was none to void.
+func (e *Engine) voidApproval(tx *store.Tx, id string) (store.Approval, error) {
 	if id == "" {
-		return nil
+		return store.Approval{}, nil
 	}
 	a, err := tx.Approval(id)
 	if err != nil {
-		return err
+		return store.Approval{}, err
 	}
-	_, err = e.voided(tx, a)
-	return err
+	return e.voided(tx, a)
 }
 
 // voided voids a if it is still pending or approved and returns it as

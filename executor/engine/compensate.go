@@ -65,7 +65,7 @@ func (e *Engine) Ratify(ctx context.Context, p Person, wfID string, n int, comme
 	})
 	if err == nil {
 		e.changes.changed(wfID)
-		e.obs.ApprovalChanged(a)
+		e.approvalsChanged(a)
 	}
 	return a, err
 }

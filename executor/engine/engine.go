@@ -219,6 +219,9 @@ type Options struct {
 	Failpoint func(point string) error
 	// Observer receives what happened, for metrics. Optional.
 	Observer Observer
+	// Notifier is told of each approval transition once it has committed
+	// (package notify posts them to a webhook). Optional.
+	Notifier Notifier
 	// Audit records every decision, approval transition, dispatch, result,
 	// switch change and compensation in the same transaction as the change.
 	// Optional only for unit tests.
@@ -269,6 +272,14 @@ type Observer interface {
 	BreakerTripped(b store.Breaker)
 }
 
+// Notifier is told of each approval that changed, after the change has
+// committed: requested (pending), approved, rejected, expired, void or
+// used. It is called on the goroutine that made the change, a lead's
+// approve included, so it must return at once: it queues, it never sends.
+type Notifier interface {
+	ApprovalChanged(a store.Approval)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Decided(store.Decision)                 {}
@@ -289,6 +300,7 @@ type Engine struct {
 	controls Controls
 	fail     func(string) error
 	obs      Observer
+	notify   Notifier
 	audit    *audit.Log
 	locks    workflowLocks
 	changes  changes
@@ -311,7 +323,7 @@ type Engine struct {
 func New(opts Options) *Engine {
 	e := &Engine{
 		db: opts.Store, policy: opts.Policy, systems: opts.Systems, clock: opts.Clock,
-		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, audit: opts.Audit,
+		log: opts.Logger, agent: opts.Agent, fail: opts.Failpoint, obs: opts.Observer, notify: opts.Notifier, audit: opts.Audit,
 		controls: DefaultControls(), follow: opts.Follow, poll: opts.PollChanges,
 		tokenTTL: opts.TokenTTL, skew: opts.ReceiverSkew,
 		held: map[string]taking{}, awaiting: map[string]time.Time{},
@@ -341,6 +353,9 @@ func New(opts Options) *Engine {
 	if e.obs == nil {
 		e.obs = nopObserver{}
 	}
+	if e.notify == nil {
+		e.notify = nopObserver{}
+	}
 	if opts.Leases != nil {
 		l := *opts.Leases
 		if l.TTL <= 0 {
@@ -355,6 +370,15 @@ func New(opts Options) *Engine {
 		e.leases = &l
 	}
 	return e
+}
+
+// approvalsChanged tells the observer and the notifier of approvals whose
+// change has committed.
+func (e *Engine) approvalsChanged(as ...store.Approval) {
+	for _, a := range as {
+		e.obs.ApprovalChanged(a)
+		e.notify.ApprovalChanged(a)
+	}
 }
 
 // auditTx appends an audit record inside tx, so it commits with the change

@@ -221,8 +221,12 @@ func (e *Engine) schemaFailure(p Person, wfID string, name tool.Name, cause erro
 func (e *Engine) shadow(tx *store.Tx, r reservation, now time.Time) (reservation, error) {
 	r.step.Status, r.step.Finished = store.StepShadowed, now
 	r.step.Note = fmt.Sprintf("shadow mode: the policy answered %s (%s); nothing was dispatched", r.step.Decision, r.step.Rule)
-	if err := e.voidApproval(tx, r.step.Approval); err != nil {
+	void, err := e.voidApproval(tx, r.step.Approval)
+	if err != nil {
 		return r, err
+	}
+	if void.ID != "" {
+		r.changed = append(r.changed, void)
 	}
 	if err := e.auditTx(tx, stepRecord(audit.KindResult, audit.ActorEngine, r.step,
 		map[string]any{"status": string(r.step.Status), "note": r.step.Note})); err != nil {

@@ -454,9 +454,7 @@ func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, 
 		e.obs.Decided(r.decided)
 	}
 	e.tripped(r.tripped)
-	for _, a := range r.changed {
-		e.obs.ApprovalChanged(a)
-	}
+	e.approvalsChanged(r.changed...)
 	if !r.proceed {
 		e.finished(r.step, start)
 		return r.step, nil
@@ -732,8 +730,12 @@ func (e *Engine) allow(tx *store.Tx, w store.Workflow, r reservation, f facts, n
 func (e *Engine) deny(tx *store.Tx, r reservation, rule string, now time.Time) (reservation, error) {
 	r.step.Status, r.step.Finished = store.StepDenied, now
 	r.step.Note = "denied by policy rule " + rule
-	if err := e.voidApproval(tx, r.step.Approval); err != nil {
+	void, err := e.voidApproval(tx, r.step.Approval)
+	if err != nil {
 		return r, err
+	}
+	if void.ID != "" {
+		r.changed = append(r.changed, void)
 	}
 	return r, e.putStep(tx, r.step)
 }
@@ -742,7 +744,7 @@ func (e *Engine) deny(tx *store.Tx, r reservation, rule string, now time.Time) (
 // one (requested, renewed or replaced by approvalFor).
 func (e *Engine) requireApproval(tx *store.Tx, w store.Workflow, r reservation, f facts, lim policy.Limits, now time.Time) (reservation, error) {
 	ok, touched, err := e.approvalFor(tx, w, &r.step, f.order, lim, now)
-	r.changed = touched
+	r.changed = append(r.changed, touched...)
 	for _, a := range touched {
 		if err := e.auditTx(tx, approvalRecord(audit.ActorEngine, a)); err != nil {
 			return r, err
