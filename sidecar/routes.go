@@ -245,17 +245,6 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	return c.JSON(status, newWorkflowView(w))
 }
 
-func (s *Server) getWorkflow(c echo.Context) error {
-	if c.QueryParams().Has("wait") {
-		return s.awaitWorkflow(c)
-	}
-	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, snapshotView(snap))
-}
-
 func (s *Server) proposeStep(c echo.Context) error {
 	var req struct {
 		Tool string          `json:"tool"`

@@ -75,6 +75,7 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 // that carries a value (a denied step).
 type answer struct {
 	status int
+	header http.Header
 	body   []byte
 }
 
@@ -108,7 +109,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	a := answer{status: res.StatusCode, body: b}
+	a := answer{status: res.StatusCode, header: res.Header, body: b}
 	if err != nil {
 		return a, fmt.Errorf("%s: reading the answer: %w", op, err)
 	}
