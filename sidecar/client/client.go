@@ -87,12 +87,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		target += "?" + q
 	}
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	contentType := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case gzipBody:
+		rd, contentType = bytes.NewReader(b), "application/gzip"
+	default:
+		j, err := json.Marshal(body)
 		if err != nil {
 			return answer{}, fmt.Errorf("%s: encoding the body: %w", op, err)
 		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
@@ -101,7 +106,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
@@ -125,6 +130,10 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return a, nil
 }
 
+// gzipBody is a request body sent as it is, as application/gzip (a
+// bundle's .tar.gz), rather than marshalled as JSON.
+type gzipBody []byte
+
 // decode reads an answer, strictly when the client was made Strict.
 func (c *Client) decode(b []byte, out any) error {
 	if c.strict {
@@ -137,8 +146,9 @@ func (c *Client) decode(b []byte, out any) error {
 // another shape is kept, shortened, as the message.
 func apiError(res *http.Response, b []byte) *Error {
 	var body struct {
-		Error     *Error `json:"error"`
-		RequestID string `json:"request_id"`
+		Error     *Error        `json:"error"`
+		RequestID string        `json:"request_id"`
+		Failures  []GateFailure `json:"failures"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
 		msg := strings.TrimSpace(string(b))
@@ -151,7 +161,7 @@ func apiError(res *http.Response, b []byte) *Error {
 		return &Error{Status: res.StatusCode, Message: msg, RequestID: res.Header.Get("X-Request-Id")}
 	}
 	e := body.Error
-	e.Status, e.RequestID = res.StatusCode, body.RequestID
+	e.Status, e.RequestID, e.Failures = res.StatusCode, body.RequestID, body.Failures
 	if e.RequestID == "" {
 		e.RequestID = res.Header.Get("X-Request-Id")
 	}

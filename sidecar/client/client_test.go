@@ -228,7 +228,7 @@ func TestOperatorCalls(t *testing.T) {
 }
 
 // Decoding: by default a field the client does not know is ignored, as
-// API.md lets the server add fields; Strict refuses it, and a duplicate key.
+// the contract lets the server add fields; Strict refuses it, and a duplicate key.
 // A body that is not the API's error shape is kept as the message.
 func TestDecoding(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

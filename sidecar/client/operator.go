@@ -57,10 +57,3 @@ func (c *Client) RaiseEpoch(ctx context.Context) (int, error) {
 	err := c.call(ctx, http.MethodPost, "/v1/credentials/epoch", nil, nil, &out)
 	return out.Epoch, err
 }
-
-// VerifyAudit checks the audit log's hash chain.
-func (c *Client) VerifyAudit(ctx context.Context) (AuditVerification, error) {
-	var v AuditVerification
-	err := c.call(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &v)
-	return v, err
-}

@@ -251,18 +251,3 @@ type BreakerTrip struct {
 	WindowSeconds int64     `json:"window_seconds"`
 	Last          string    `json:"last"`
 }
-
-// AuditVerification is GET /v1/audit/verify: whether the hash chain holds.
-type AuditVerification struct {
-	OK      bool        `json:"ok"`
-	Records int         `json:"records"`
-	Head    string      `json:"head,omitempty"`
-	Broken  *AuditBreak `json:"broken,omitempty"`
-}
-
-// AuditBreak is the first broken link of the audit chain.
-type AuditBreak struct {
-	Index  int    `json:"index"`
-	ID     string `json:"id"`
-	Reason string `json:"reason"`
-}
