@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 const principalKey = "principal"
@@ -210,7 +211,7 @@ func (s *Server) jwks(c echo.Context) error {
 }
 
 func (s *Server) tools(c echo.Context) error {
-	return c.JSON(http.StatusOK, toolsAnswer{Tools: tool.All()})
+	return c.JSON(http.StatusOK, newTools(tool.All()))
 }
 
 func (s *Server) createWorkflow(c echo.Context) error {
@@ -299,7 +300,7 @@ func (s *Server) resume(c echo.Context) error {
 
 // stepView shows one step with its approval, read once. A step whose
 // approval cannot be read is shown without it, as a workflow shows it.
-func (s *Server) stepView(c echo.Context, st store.Step) stepView {
+func (s *Server) stepView(c echo.Context, st store.Step) client.Step {
 	if st.Approval == "" {
 		return newStepView(st, nil)
 	}
@@ -321,7 +322,8 @@ func (s *Server) stepAnswer(c echo.Context, step store.Step) error {
 		if step.Decision != string(policy.Deny) {
 			code, msg = "refused_downstream", step.Note
 		}
-		return c.JSON(http.StatusForbidden, deniedStepView{view, apiError{Code: code, Message: msg, Rule: step.Rule}})
+		view.Error = &client.Error{Code: code, Message: msg, Rule: step.Rule}
+		return c.JSON(http.StatusForbidden, view)
 	default:
 		return c.JSON(http.StatusAccepted, view)
 	}
@@ -342,7 +344,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := approvalsAnswer{Approvals: make([]approvalView, 0, len(list))}
+	out := client.ApprovalList{Approvals: make([]client.Approval, 0, len(list))}
 	for _, it := range list {
 		out.Approvals = append(out.Approvals, newApprovalItemView(it))
 	}
@@ -378,7 +380,7 @@ func (s *Server) switches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, switchesAnswer{Switches: sw})
+	return c.JSON(http.StatusOK, newSwitches(sw))
 }
 
 func (s *Server) setSwitch(c echo.Context) error {
@@ -396,7 +398,7 @@ func (s *Server) setSwitch(c echo.Context) error {
 	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled, req.Reason); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, switchAnswer{Tool: name, Enabled: *req.Enabled})
+	return c.JSON(http.StatusOK, client.Switch{Tool: string(name), Enabled: *req.Enabled})
 }
 
 func (s *Server) modes(c echo.Context) error {
@@ -404,7 +406,7 @@ func (s *Server) modes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := modesAnswer{Modes: make([]modeView, 0, len(ms))}
+	out := client.ModeList{Modes: make([]client.Mode, 0, len(ms))}
 	for _, m := range ms {
 		out.Modes = append(out.Modes, newModeView(m))
 	}
@@ -451,7 +453,7 @@ func (s *Server) raiseEpoch(c echo.Context) error {
 		Detail: detail}); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, epochAnswer{Epoch: n})
+	return c.JSON(http.StatusOK, client.Epoch{Epoch: n})
 }
 
 func (s *Server) bundles(c echo.Context) error {
@@ -517,7 +519,7 @@ func (s *Server) uploadBundle(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, previewAnswer{Gate: report, Impact: imp, Review: rv})
+		return c.JSON(http.StatusOK, client.BundlePreview{Gate: newGateReport(report), Impact: newImpact(imp), Review: newReview(rv)})
 	}
 	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
 	return s.activated(c, rec, err)
@@ -541,8 +543,9 @@ func (s *Server) activated(c echo.Context, rec store.BundleRecord, err error) er
 	var aw *policy.AwaitingError
 	switch {
 	case errors.As(err, &aw):
-		return c.JSON(http.StatusAccepted, awaitingAnswer{Status: store.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
-			LimitChanges: append([]policy.LimitChange{}, aw.Loosens...), Message: aw.Error(), Impact: rec.Impact, Review: storedReview(rec)})
+		return c.JSON(http.StatusAccepted, client.AwaitingBundle{Status: client.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
+			LimitChanges: append([]client.LimitChange{}, newLimitChanges(aw.Loosens)...), Message: aw.Error(),
+			Impact: storedImpact(rec), Review: storedReview(rec)})
 	case err != nil:
 		return err
 	}
@@ -657,7 +660,7 @@ func (s *Server) auditList(c echo.Context) error {
 	if page.Records == nil {
 		page.Records = []audit.Record{}
 	}
-	return c.JSON(http.StatusOK, page)
+	return c.JSON(http.StatusOK, newAuditPage(page))
 }
 
 func (s *Server) auditVerify(c echo.Context) error {
@@ -665,7 +668,7 @@ func (s *Server) auditVerify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, report)
+	return c.JSON(http.StatusOK, newAuditVerification(report))
 }
 
 func (s *Server) reconcile(c echo.Context) error {
@@ -679,7 +682,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	if s.opts.Unexplained != nil {
 		s.opts.Unexplained.Set(float64(r.Unexplained))
 	}
-	return c.JSON(http.StatusOK, r)
+	return c.JSON(http.StatusOK, newReconciliation(r))
 }
 
 func (s *Server) shadowReport(c echo.Context) error {
@@ -715,7 +718,7 @@ func (s *Server) latestReconciliation(c echo.Context) error {
 	if !ok {
 		return newError(http.StatusNotFound, "not_found", "no reconciliation has run yet: POST /v1/reconciliations")
 	}
-	return c.JSON(http.StatusOK, r)
+	return c.JSON(http.StatusOK, newReconciliation(r))
 }
 
 // stepNumber reads the :n path parameter.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // What an integrator builds on: GET /v1/workflows pages through the
@@ -34,34 +35,15 @@ const (
 // maxWait bounds GET /v1/workflows/{id}?wait=.
 const maxWait = 60 * time.Second
 
-// workflowsAnswer is one page of workflows, oldest first; [] when the
-// page is empty. NextCursor is the cursor of the next page, "" when
-// nothing follows.
-type workflowsAnswer struct {
-	Workflows  []workflowItem `json:"workflows"`
-	NextCursor string         `json:"next_cursor"`
-}
-
-// workflowItem is a workflow as GET /v1/workflows/{id} shows it, with how
-// many steps it has in place of the steps, which a list does not read.
-type workflowItem struct {
-	ID             string               `json:"id"`
-	Ticket         string               `json:"ticket"`
-	User           string               `json:"user"`
-	Status         store.WorkflowStatus `json:"status"`
-	PolicyRevision string               `json:"policy_revision"`
-	Created        time.Time            `json:"created"`
-	Updated        time.Time            `json:"updated"`
-	AgentVersion   string               `json:"agent_version,omitempty"`
-	Bounds         *boundsView          `json:"bounds,omitempty"`
-	StepCount      int                  `json:"step_count"`
-}
-
-func newWorkflowsAnswer(p store.WorkflowPage) workflowsAnswer {
-	out := workflowsAnswer{Workflows: make([]workflowItem, 0, len(p.Workflows))}
+// newWorkflowsAnswer is one page of workflows, oldest first, each with how
+// many steps it has in place of the steps, which a list does not read; []
+// when the page is empty. NextCursor is the cursor of the next page, ""
+// when nothing follows.
+func newWorkflowsAnswer(p store.WorkflowPage) client.WorkflowPage {
+	out := client.WorkflowPage{Workflows: make([]client.WorkflowItem, 0, len(p.Workflows))}
 	for _, w := range p.Workflows {
 		v := newWorkflowView(w)
-		out.Workflows = append(out.Workflows, workflowItem{ID: v.ID, Ticket: v.Ticket, User: v.User, Status: v.Status,
+		out.Workflows = append(out.Workflows, client.WorkflowItem{ID: v.ID, Ticket: v.Ticket, User: v.User, Status: v.Status,
 			PolicyRevision: v.PolicyRevision, Created: v.Created, Updated: v.Updated, AgentVersion: v.AgentVersion,
 			Bounds: v.Bounds, StepCount: w.Steps})
 	}

@@ -145,11 +145,7 @@ func (c *Client) decode(b []byte, out any) error {
 // apiError reads the API's error body of a non-2xx answer. A body of
 // another shape is kept, shortened, as the message.
 func apiError(res *http.Response, b []byte) *Error {
-	var body struct {
-		Error     *Error        `json:"error"`
-		RequestID string        `json:"request_id"`
-		Failures  []GateFailure `json:"failures"`
-	}
+	var body GateFailedBody // an ErrorBody, and the failures of a gate_failed
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
 		msg := strings.TrimSpace(string(b))
 		if len(msg) > 200 {

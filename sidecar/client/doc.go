@@ -24,6 +24,16 @@
 //     ApproveBundle, ActivateBundle; Decisions, ExportDecisions; Audit,
 //     VerifyAudit; Reconcile, LatestReconciliation.
 //
+// # Wire types
+//
+// The types of this package are the API's bodies themselves: the sidecar
+// answers with these same Go types, and its OpenAPI test holds each of
+// them to sidecar/openapi.json field by field, so the client and the
+// server cannot drift apart. The sidecar builds them, at its edge, from
+// the store's records and the engine's reports, which keep their own
+// types; this package imports nothing of the sidecar or the engine, so a
+// client stays a small dependency.
+//
 // # Waiting for a workflow
 //
 // A workflow's answer carries its version (the ETag). WaitWorkflow takes

@@ -27,6 +27,20 @@ type Error struct {
 	Failures []GateFailure `json:"-"`
 }
 
+// ErrorBody is the body of every answer outside 2xx: the error and the
+// request id its log line carries too.
+type ErrorBody struct {
+	Error     *Error `json:"error"`
+	RequestID string `json:"request_id"`
+}
+
+// GateFailedBody is the body of a 422 gate_failed: the error and, beside
+// it, the cases the bundle failed.
+type GateFailedBody struct {
+	ErrorBody
+	Failures []GateFailure `json:"failures"`
+}
+
 // GateFailure is one case a rejected bundle failed. An undeclared limit
 // change and a failing Rego test have no amount.
 type GateFailure struct {

@@ -7,8 +7,9 @@ import (
 	"github.com/countersign/countersign/executor/money"
 )
 
-// The answers of the API, field for field (sidecar/openapi.json). Fields
-// the API shows only sometimes are pointers or omitempty, as it writes them.
+// The answers of the API, field for field (sidecar/openapi.json): the
+// sidecar answers with these types. Fields the API shows only sometimes
+// are pointers or omitempty, as it writes them.
 
 // WorkflowStatus is where a workflow stands as a whole.
 type WorkflowStatus string
@@ -59,6 +60,11 @@ type Tool struct {
 	Description string `json:"description"`
 	// InputSchema is the tool's JSON Schema, as the API gives it.
 	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// ToolList is GET /v1/tools.
+type ToolList struct {
+	Tools []Tool `json:"tools"`
 }
 
 // NewWorkflow is the body of POST /v1/workflows. Ticket is required; ID is
@@ -211,6 +217,11 @@ type ReplacedApproval struct {
 	CallHash string         `json:"call_hash"`
 }
 
+// ApprovalList is GET /v1/approvals; [] when nothing matches.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+}
+
 // ApprovalQuery filters GET /v1/approvals. An empty Status lists every
 // status; All asks a lead for the whole queue rather than only what they
 // may approve.
@@ -219,24 +230,41 @@ type ApprovalQuery struct {
 	All    bool
 }
 
+// SwitchList is GET /v1/switches: each tool's switch, true when it may
+// run.
+type SwitchList struct {
+	Switches map[string]bool `json:"switches"`
+}
+
 // Switch is one tool's switch (PUT /v1/switches/{tool}).
 type Switch struct {
 	Tool    string `json:"tool"`
 	Enabled bool   `json:"enabled"`
 }
 
-// Mode is one tool's stage of autonomy (GET /v1/modes).
+// ModeList is GET /v1/modes.
+type ModeList struct {
+	Modes []Mode `json:"modes"`
+}
+
+// Mode is one tool's stage of autonomy: the mode in force for agent
+// versions whose breaker has not tripped, the bundle's default, and the
+// breakers that hold failures (a tripped one runs the tool in
+// approval_only for its agent version until an operator sets the mode).
 type Mode struct {
-	Tool     string     `json:"tool"`
-	Mode     string     `json:"mode"`
-	Default  string     `json:"default"`
+	Tool    string `json:"tool"`
+	Mode    string `json:"mode"`
+	Default string `json:"default"`
+	// SetBy, Reason and SetAt are the operator's last setting; absent
+	// while the bundle's default applies.
 	SetBy    string     `json:"set_by,omitempty"`
 	Reason   string     `json:"reason,omitempty"`
 	SetAt    *time.Time `json:"set_at,omitempty"`
 	Breakers []Breaker  `json:"breakers"`
 }
 
-// Breaker is one agent version's breaker for a tool.
+// Breaker is one agent version's breaker for a tool. Failures is how
+// many failures its window held at the last one.
 type Breaker struct {
 	AgentVersion string       `json:"agent_version"`
 	Failures     int          `json:"failures"`
@@ -250,4 +278,9 @@ type BreakerTrip struct {
 	Failures      int       `json:"failures"`
 	WindowSeconds int64     `json:"window_seconds"`
 	Last          string    `json:"last"`
+}
+
+// Epoch is POST /v1/credentials/epoch: the credential epoch now.
+type Epoch struct {
+	Epoch int `json:"epoch"`
 }

@@ -16,9 +16,7 @@ const MaxWait = 60 * time.Second
 // Tools lists the catalog: each tool's name, description and JSON input
 // schema.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
-	var out struct {
-		Tools []Tool `json:"tools"`
-	}
+	var out ToolList
 	err := c.call(ctx, http.MethodGet, "/v1/tools", nil, nil, &out)
 	return out.Tools, err
 }
