@@ -14,13 +14,13 @@ import (
 
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
-	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/release"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/strictjson"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/client"
 	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
@@ -31,29 +31,7 @@ type apiError struct {
 	Message string `json:"message"`
 	Rule    string `json:"rule,omitempty"`
 	// failures, for gate_failed only, are answered beside "error".
-	failures []gateFailure
-}
-
-// errorBody is the answer of every error: the error and the request id
-// that the log line carries too.
-type errorBody struct {
-	Error     *apiError `json:"error"`
-	RequestID string    `json:"request_id"`
-}
-
-// gateFailedBody is the answer of a bundle that failed the gate.
-type gateFailedBody struct {
-	errorBody
-	Failures []gateFailure `json:"failures"`
-}
-
-// gateFailure is one case a rejected bundle failed. An undeclared limit
-// change and a failing Rego test have no amount.
-type gateFailure struct {
-	Case     string       `json:"case"`
-	Amount   *money.Cents `json:"amount,omitempty"`
-	Expected string       `json:"expected"`
-	Got      string       `json:"got"`
+	failures []client.GateFailure
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -210,9 +188,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("WWW-Authenticate", s.challenge(c))
 	}
 	ae.Message = clipTo(ae.Message, maxMessage) // it may repeat what the client sent
-	var body any = errorBody{Error: ae, RequestID: rid}
+	// The body is the client's: client.ErrorBody, or with the failures
+	// of a gate_failed, client.GateFailedBody.
+	var body any = client.ErrorBody{Error: &client.Error{Code: ae.Code, Message: ae.Message, Rule: ae.Rule}, RequestID: rid}
 	if ae.failures != nil {
-		body = gateFailedBody{errorBody{Error: ae, RequestID: rid}, ae.failures}
+		body = client.GateFailedBody{ErrorBody: body.(client.ErrorBody), Failures: ae.failures}
 	}
 	var werr error
 	if c.Request().Method == http.MethodHead {
@@ -307,16 +287,17 @@ func isJSON(ct string) bool {
 }
 
 // gateFailures lists what a rejected bundle failed, in the contract's shape.
-func gateFailures(r policy.Report) []gateFailure {
-	out := []gateFailure{}
+// An undeclared limit change and a failing Rego test have no amount.
+func gateFailures(r policy.Report) []client.GateFailure {
+	out := []client.GateFailure{}
 	for _, f := range r.LimitFailures {
-		out = append(out, gateFailure{Case: f.Case, Expected: f.Expected, Got: f.Got})
+		out = append(out, client.GateFailure{Case: f.Case, Expected: f.Expected, Got: f.Got})
 	}
 	for _, f := range r.FailedCases() {
-		out = append(out, gateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got})
+		out = append(out, client.GateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got})
 	}
 	for _, name := range r.TestFailures {
-		out = append(out, gateFailure{Case: "rego test " + name, Expected: "pass", Got: "fail"})
+		out = append(out, client.GateFailure{Case: "rego test " + name, Expected: "pass", Got: "fail"})
 	}
 	return out
 }

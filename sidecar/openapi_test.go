@@ -2,7 +2,11 @@ package sidecar
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -10,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/reconcile"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // The OpenAPI document and the routes describe the same API: every route is
@@ -95,46 +99,46 @@ var answers = map[string]reflect.Type{
 	"protectedResource 200":       typeOf[resourceMetadata](),
 	"protectedResourceMcp 200":    typeOf[resourceMetadata](),
 	"openapi 200":                 nil,
-	"listTools 200":               typeOf[toolsAnswer](),
-	"createWorkflow 200":          typeOf[workflowView](),
-	"createWorkflow 201":          typeOf[workflowView](),
-	"getWorkflow 200":             typeOf[workflowView](),
-	"listWorkflows 200":           typeOf[workflowsAnswer](),
-	"proposeStep 200":             typeOf[stepView](),
-	"proposeStep 202":             typeOf[stepView](),
-	"proposeStep 403":             typeOf[deniedStepView](),
-	"amendStep 200":               typeOf[stepView](),
-	"resumeWorkflow 200":          typeOf[workflowView](),
-	"ratifyStep 200":              typeOf[approvalView](),
-	"reverseStep 200":             typeOf[stepView](),
-	"listApprovals 200":           typeOf[approvalsAnswer](),
-	"getApproval 200":             typeOf[approvalView](),
-	"approveApproval 200":         typeOf[approvalView](),
-	"rejectApproval 200":          typeOf[approvalView](),
-	"listSwitches 200":            typeOf[switchesAnswer](),
-	"setSwitch 200":               typeOf[switchAnswer](),
-	"listModes 200":               typeOf[modesAnswer](),
-	"setMode 200":                 typeOf[modeView](),
+	"listTools 200":               typeOf[client.ToolList](),
+	"createWorkflow 200":          typeOf[client.Workflow](),
+	"createWorkflow 201":          typeOf[client.Workflow](),
+	"getWorkflow 200":             typeOf[client.Workflow](),
+	"listWorkflows 200":           typeOf[client.WorkflowPage](),
+	"proposeStep 200":             typeOf[client.Step](),
+	"proposeStep 202":             typeOf[client.Step](),
+	"proposeStep 403":             typeOf[client.Step](),
+	"amendStep 200":               typeOf[client.Step](),
+	"resumeWorkflow 200":          typeOf[client.Workflow](),
+	"ratifyStep 200":              typeOf[client.Approval](),
+	"reverseStep 200":             typeOf[client.Step](),
+	"listApprovals 200":           typeOf[client.ApprovalList](),
+	"getApproval 200":             typeOf[client.Approval](),
+	"approveApproval 200":         typeOf[client.Approval](),
+	"rejectApproval 200":          typeOf[client.Approval](),
+	"listSwitches 200":            typeOf[client.SwitchList](),
+	"setSwitch 200":               typeOf[client.Switch](),
+	"listModes 200":               typeOf[client.ModeList](),
+	"setMode 200":                 typeOf[client.Mode](),
 	"shadowReport 200":            typeOf[reconcile.ShadowReport](),
-	"raiseEpoch 200":              typeOf[epochAnswer](),
-	"listBundles 200":             typeOf[[]bundleView](),
-	"uploadBundle 201":            typeOf[bundleView](),
-	"uploadBundle 422":            typeOf[gateFailedBody](),
-	"uploadBundle 200":            typeOf[previewAnswer](),
-	"uploadBundle 202":            typeOf[awaitingAnswer](),
-	"approveBundle 201":           typeOf[bundleView](),
-	"approveBundle 422":           typeOf[gateFailedBody](),
-	"rollbackBundle 201":          typeOf[bundleView](),
-	"rollbackBundle 202":          typeOf[awaitingAnswer](),
-	"rollbackBundle 422":          typeOf[gateFailedBody](),
-	"getActiveBundle 200":         typeOf[bundleView](),
-	"getBundle 200":               typeOf[bundleView](),
+	"raiseEpoch 200":              typeOf[client.Epoch](),
+	"listBundles 200":             typeOf[[]client.Bundle](),
+	"uploadBundle 201":            typeOf[client.Bundle](),
+	"uploadBundle 422":            typeOf[client.GateFailedBody](),
+	"uploadBundle 200":            typeOf[client.BundlePreview](),
+	"uploadBundle 202":            typeOf[client.AwaitingBundle](),
+	"approveBundle 201":           typeOf[client.Bundle](),
+	"approveBundle 422":           typeOf[client.GateFailedBody](),
+	"rollbackBundle 201":          typeOf[client.Bundle](),
+	"rollbackBundle 202":          typeOf[client.AwaitingBundle](),
+	"rollbackBundle 422":          typeOf[client.GateFailedBody](),
+	"getActiveBundle 200":         typeOf[client.Bundle](),
+	"getBundle 200":               typeOf[client.Bundle](),
 	"getEffectiveness 200":        typeOf[effectiveness.Report](),
-	"listDecisions 200":           typeOf[decisionsAnswer](),
-	"listAudit 200":               typeOf[audit.Page](),
-	"verifyAudit 200":             typeOf[audit.Report](),
-	"runReconciliation 200":       typeOf[reconcile.Report](),
-	"getLatestReconciliation 200": typeOf[reconcile.Report](),
+	"listDecisions 200":           typeOf[client.DecisionPage](),
+	"listAudit 200":               typeOf[client.AuditPage](),
+	"verifyAudit 200":             typeOf[client.AuditVerification](),
+	"runReconciliation 200":       typeOf[client.Reconciliation](),
+	"getLatestReconciliation 200": typeOf[client.Reconciliation](),
 	// The MCP front answers JSON-RPC or event streams; a notification's
 	// 202 and the end of a session have no body. Its refusals (403
 	// forbidden_origin or another subject's session, 404 an unknown
@@ -193,7 +197,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 				case !listed && code < 400:
 					t.Errorf("%s: no answering type in the table", key)
 				case !listed:
-					compareSchema(t, root, key, schema, typeOf[errorBody]())
+					compareSchema(t, root, key, schema, typeOf[client.ErrorBody]())
 				case typ != nil:
 					compareSchema(t, root, key, schema, typ)
 				}
@@ -315,4 +319,132 @@ func jsonFields(typ reflect.Type) map[string]reflect.Type {
 		}
 	}
 	return out
+}
+
+// requests maps an operation to the Go type the client sends as its JSON
+// body; TestOpenAPIMatchesRequests holds each to the operation's schema.
+var requests = map[string]reflect.Type{
+	"createWorkflow": typeOf[client.NewWorkflow](),
+}
+
+// The client's request bodies list exactly the fields the document's
+// request schemas do.
+func TestOpenAPIMatchesRequests(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal(openAPI, &root); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ops := range root["paths"].(map[string]any) {
+		for _, op := range ops.(map[string]any) {
+			op := op.(map[string]any)
+			id, _ := op["operationId"].(string)
+			typ, ok := requests[id]
+			if !ok {
+				continue
+			}
+			seen[id] = true
+			schema := responseSchema(root, op["requestBody"]) // a request body holds its schema as a response does
+			if schema == nil {
+				t.Errorf("%s: no request body schema", id)
+				continue
+			}
+			compareSchema(t, root, id+" request", schema, typ)
+		}
+	}
+	for id := range requests {
+		if !seen[id] {
+			t.Errorf("%s: in the requests table but not in openapi.json", id)
+		}
+	}
+}
+
+// notBodies are the struct types of package client that are no body of
+// the API, and why.
+var notBodies = map[string]string{
+	"Client":        "the client itself",
+	"Activation":    "which of two answers an activation got (Bundle, AwaitingBundle), never JSON",
+	"WorkflowQuery": "query parameters",
+	"ApprovalQuery": "query parameters",
+	"DecisionQuery": "query parameters",
+	"AuditQuery":    "query parameters",
+	"UploadOptions": "query parameters",
+}
+
+// Every struct type package client declares is a body the document
+// describes, reached from the answers or the requests table and so held
+// to it field by field, or is named in notBodies: a client type that
+// mirrors an answer without being the type the server answers with fails
+// here.
+func TestOpenAPICoversTheClientsTypes(t *testing.T) {
+	declared := map[string]bool{}
+	files, err := filepath.Glob("client/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("package client's files: %v, %v", files, err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.IsExported() {
+					if _, isStruct := ts.Type.(*ast.StructType); isStruct {
+						declared[ts.Name.Name] = true
+					}
+				}
+			}
+		}
+	}
+
+	reached := map[string]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array || typ.Kind() == reflect.Map {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || !strings.HasPrefix(typ.PkgPath(), module) {
+			return
+		}
+		if typ.PkgPath() == reflect.TypeFor[client.Client]().PkgPath() {
+			if reached[typ.Name()] {
+				return
+			}
+			reached[typ.Name()] = true
+		}
+		for f := range typ.Fields() {
+			walk(f.Type)
+		}
+	}
+	for _, typ := range answers {
+		if typ != nil {
+			walk(typ)
+		}
+	}
+	for _, typ := range requests {
+		walk(typ)
+	}
+	for _, name := range slices.Sorted(maps.Keys(declared)) {
+		why, exempt := notBodies[name]
+		switch {
+		case exempt && reached[name]:
+			t.Errorf("client.%s is in notBodies (%s) but is a body the document describes", name, why)
+		case !exempt && !reached[name]:
+			t.Errorf("client.%s is no answer or request the OpenAPI test holds to openapi.json: answer with it (the answers table) or name it in notBodies", name)
+		}
+	}
+	for name := range notBodies {
+		if !declared[name] {
+			t.Errorf("notBodies names client.%s, which package client does not declare", name)
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 const principalKey = "principal"
@@ -214,7 +215,7 @@ func (s *Server) jwks(c echo.Context) error {
 }
 
 func (s *Server) tools(c echo.Context) error {
-	return c.JSON(http.StatusOK, toolsAnswer{Tools: tool.All()})
+	return c.JSON(http.StatusOK, newTools(tool.All()))
 }
 
 func (s *Server) createWorkflow(c echo.Context) error {
@@ -247,17 +248,6 @@ func (s *Server) createWorkflow(c echo.Context) error {
 		status = http.StatusCreated
 	}
 	return c.JSON(status, newWorkflowView(w))
-}
-
-func (s *Server) getWorkflow(c echo.Context) error {
-	if c.QueryParams().Has("wait") {
-		return s.awaitWorkflow(c)
-	}
-	snap, err := s.opts.Engine.Snapshot(c.Request().Context(), person(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, snapshotView(snap))
 }
 
 func (s *Server) proposeStep(c echo.Context) error {
@@ -315,7 +305,7 @@ func (s *Server) resume(c echo.Context) error {
 
 // stepView shows one step with its approval, read once. A step whose
 // approval cannot be read is shown without it, as a workflow shows it.
-func (s *Server) stepView(c echo.Context, st store.Step) stepView {
+func (s *Server) stepView(c echo.Context, st store.Step) client.Step {
 	if st.Approval == "" {
 		return newStepView(st, nil)
 	}
@@ -337,7 +327,8 @@ func (s *Server) stepAnswer(c echo.Context, step store.Step) error {
 		if step.Decision != string(policy.Deny) {
 			code, msg = "refused_downstream", step.Note
 		}
-		return c.JSON(http.StatusForbidden, deniedStepView{view, apiError{Code: code, Message: msg, Rule: step.Rule}})
+		view.Error = &client.Error{Code: code, Message: msg, Rule: step.Rule}
+		return c.JSON(http.StatusForbidden, view)
 	default:
 		return c.JSON(http.StatusAccepted, view)
 	}
@@ -358,7 +349,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := approvalsAnswer{Approvals: make([]approvalView, 0, len(list))}
+	out := client.ApprovalList{Approvals: make([]client.Approval, 0, len(list))}
 	for _, it := range list {
 		out.Approvals = append(out.Approvals, newApprovalItemView(it))
 	}
@@ -394,7 +385,7 @@ func (s *Server) switches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, switchesAnswer{Switches: sw})
+	return c.JSON(http.StatusOK, newSwitches(sw))
 }
 
 func (s *Server) setSwitch(c echo.Context) error {
@@ -412,7 +403,7 @@ func (s *Server) setSwitch(c echo.Context) error {
 	if err := s.opts.Engine.SetSwitch(c.Request().Context(), person(c), name, *req.Enabled, req.Reason); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, switchAnswer{Tool: name, Enabled: *req.Enabled})
+	return c.JSON(http.StatusOK, client.Switch{Tool: string(name), Enabled: *req.Enabled})
 }
 
 func (s *Server) modes(c echo.Context) error {
@@ -420,7 +411,7 @@ func (s *Server) modes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := modesAnswer{Modes: make([]modeView, 0, len(ms))}
+	out := client.ModeList{Modes: make([]client.Mode, 0, len(ms))}
 	for _, m := range ms {
 		out.Modes = append(out.Modes, newModeView(m))
 	}
@@ -467,7 +458,7 @@ func (s *Server) raiseEpoch(c echo.Context) error {
 		Detail: detail}); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, epochAnswer{Epoch: n})
+	return c.JSON(http.StatusOK, client.Epoch{Epoch: n})
 }
 
 func (s *Server) bundles(c echo.Context) error {
@@ -533,7 +524,7 @@ func (s *Server) uploadBundle(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, previewAnswer{Gate: report, Impact: imp, Review: rv})
+		return c.JSON(http.StatusOK, client.BundlePreview{Gate: newGateReport(report), Impact: newImpact(imp), Review: newReview(rv)})
 	}
 	rec, _, err := s.opts.Releases.Activate(c.Request().Context(), body, a)
 	return s.activated(c, rec, err)
@@ -557,8 +548,9 @@ func (s *Server) activated(c echo.Context, rec store.BundleRecord, err error) er
 	var aw *policy.AwaitingError
 	switch {
 	case errors.As(err, &aw):
-		return c.JSON(http.StatusAccepted, awaitingAnswer{Status: store.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
-			LimitChanges: append([]policy.LimitChange{}, aw.Loosens...), Message: aw.Error(), Impact: rec.Impact, Review: storedReview(rec)})
+		return c.JSON(http.StatusAccepted, client.AwaitingBundle{Status: client.BundleAwaiting, Revision: aw.Revision, Digest: aw.Digest,
+			LimitChanges: append([]client.LimitChange{}, newLimitChanges(aw.Loosens)...), Message: aw.Error(),
+			Impact: storedImpact(rec), Review: storedReview(rec)})
 	case err != nil:
 		return err
 	}
@@ -673,7 +665,7 @@ func (s *Server) auditList(c echo.Context) error {
 	if page.Records == nil {
 		page.Records = []audit.Record{}
 	}
-	return c.JSON(http.StatusOK, page)
+	return c.JSON(http.StatusOK, newAuditPage(page))
 }
 
 func (s *Server) auditVerify(c echo.Context) error {
@@ -681,7 +673,7 @@ func (s *Server) auditVerify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, report)
+	return c.JSON(http.StatusOK, newAuditVerification(report))
 }
 
 func (s *Server) reconcile(c echo.Context) error {
@@ -695,7 +687,7 @@ func (s *Server) reconcile(c echo.Context) error {
 	if s.opts.Unexplained != nil {
 		s.opts.Unexplained.Set(float64(r.Unexplained))
 	}
-	return c.JSON(http.StatusOK, r)
+	return c.JSON(http.StatusOK, newReconciliation(r))
 }
 
 func (s *Server) shadowReport(c echo.Context) error {
@@ -731,7 +723,7 @@ func (s *Server) latestReconciliation(c echo.Context) error {
 	if !ok {
 		return newError(http.StatusNotFound, "not_found", "no reconciliation has run yet: POST /v1/reconciliations")
 	}
-	return c.JSON(http.StatusOK, r)
+	return c.JSON(http.StatusOK, newReconciliation(r))
 }
 
 // stepNumber reads the :n path parameter.

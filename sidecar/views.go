@@ -7,200 +7,79 @@ import (
 	"errors"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/impact"
-	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
+	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/review"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
-// The JSON shapes of the answers (sidecar/openapi.json). Field names are the contract; the OpenAPI
-// test compares each answer's fields with openapi.json. The views are
-// built from store records rather than being the records themselves, so
-// that a field added to a record for the engine's sake (a delegation, an
-// idempotency key) never leaks into an answer.
+// The answers' bodies are the Go client's types (sidecar/client): what
+// the server writes is what the client reads, one type each, and the
+// OpenAPI test holds each to sidecar/openapi.json field by field. They
+// are built here, at the edge, from the store's records and the
+// executor's reports, which keep their own types: a field added to a
+// record for the engine's sake (a delegation, an idempotency key) never
+// leaks into an answer, and the client imports nothing of the engine.
+//
+// A list that JSON shows as null when absent and [] when empty keeps the
+// difference through each.
 
-// workflowView is a workflow, with its steps when it is read.
-type workflowView struct {
-	ID             string               `json:"id"`
-	Ticket         string               `json:"ticket"`
-	User           string               `json:"user"`
-	Status         store.WorkflowStatus `json:"status"`
-	PolicyRevision string               `json:"policy_revision"`
-	Created        time.Time            `json:"created"`
-	Updated        time.Time            `json:"updated"`
-	AgentVersion   string               `json:"agent_version,omitempty"`
-	Bounds         *boundsView          `json:"bounds,omitempty"`
-	// Steps is absent when a workflow is created (nil) and a list, [] for
-	// none, when it is read: omitzero, unlike omitempty, keeps the [].
-	Steps []stepView `json:"steps,omitzero"`
+// The answers only the server writes (the client reads none of them).
+type (
+	healthAnswer struct {
+		Status string `json:"status"`
+	}
+	readyAnswer struct {
+		Status         string `json:"status"`
+		PolicyRevision string `json:"policy_revision"`
+	}
+)
+
+// each converts every element of in with f, nil to nil and [] to [].
+func each[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }
 
-// stepView is one step. Decision and rule are shown even when empty.
-type stepView struct {
-	Workflow    string            `json:"workflow"`
-	N           int               `json:"n"`
-	Tool        tool.Name         `json:"tool"`
-	Args        argsView          `json:"args"`
-	Status      store.StepStatus  `json:"status"`
-	Decision    string            `json:"decision"`
-	Rule        string            `json:"rule"`
-	Approval    *stepApprovalView `json:"approval,omitempty"`
-	Result      json.RawMessage   `json:"result,omitempty"`
-	Note        string            `json:"note,omitempty"`
-	DuplicateOf int               `json:"duplicate_of,omitempty"`
-	// ResolveAfter is shown on a step whose effect may still land
-	// (started or unknown): the engine resolves it after then.
-	ResolveAfter *time.Time `json:"resolve_after,omitempty"`
-	// Reason is shown on a step denied, waiting for an approval or held:
-	// the fact that decided and what the agent can do next.
-	Reason *reasonView `json:"reason,omitempty"`
-	// ApprovalComment is the comment of the lead who rejected the step's
-	// approval.
-	ApprovalComment string `json:"approval_comment,omitempty"`
-	// AgentReason is why the agent said it made the call.
-	AgentReason string `json:"agent_reason,omitempty"`
+func newTools(specs []tool.Spec) client.ToolList {
+	return client.ToolList{Tools: each(specs, func(s tool.Spec) client.Tool {
+		return client.Tool{Name: string(s.Name), Description: s.Description, InputSchema: s.InputSchema}
+	})}
 }
 
-// reasonView is why a step did not run and what can be done next. Facts
-// holds the numbers the text states: cents as integers, ids.
-type reasonView struct {
-	Text  string         `json:"text"`
-	Facts map[string]any `json:"facts,omitempty"`
-	Next  string         `json:"next"`
+func newSwitches(sw map[tool.Name]bool) client.SwitchList {
+	out := client.SwitchList{Switches: make(map[string]bool, len(sw))}
+	for name, on := range sw {
+		out.Switches[string(name)] = on
+	}
+	return out
 }
 
-// deniedStepView is a denied step with the error that says why.
-type deniedStepView struct {
-	stepView
-	Error apiError `json:"error"`
-}
-
-// stepApprovalView is the approval a step waits on or ran under.
-type stepApprovalView struct {
-	ID      string               `json:"id"`
-	Status  store.ApprovalStatus `json:"status"`
-	Summary string               `json:"summary"`
-	Expires time.Time            `json:"expires"`
-}
-
-// argsView shows exactly the fields of the tool's schema: a refund's amount
-// is shown even if zero, and no other tool shows one; a line-item refund
-// shows its line and quantity too.
-type argsView struct {
-	Order    string       `json:"order"`
-	Amount   *money.Cents `json:"amount,omitempty"`
-	Line     string       `json:"line,omitempty"`
-	Quantity int64        `json:"quantity,omitempty"`
-}
-
-// approvalView is one approval request.
-type approvalView struct {
-	ID          string               `json:"id"`
-	Workflow    string               `json:"workflow"`
-	N           int                  `json:"n"`
-	Tool        tool.Name            `json:"tool"`
-	Args        argsView             `json:"args"`
-	Summary     string               `json:"summary"`
-	Requester   string               `json:"requester"`
-	Approver    string               `json:"approver,omitempty"`
-	Status      store.ApprovalStatus `json:"status"`
-	Comment     string               `json:"comment,omitempty"`
-	Retroactive bool                 `json:"retroactive,omitempty"`
-	Created     time.Time            `json:"created"`
-	Expires     time.Time            `json:"expires"`
-	CallHash    string               `json:"call_hash"`
-	Rule        string               `json:"rule,omitempty"`
-	Ticket      string               `json:"ticket,omitempty"`
-	Customer    string               `json:"customer,omitempty"`
-	OrderPaid   money.Cents          `json:"order_paid,omitempty"`
-	// AgentReason is why the agent said it made the call: its own words,
-	// for the lead to weigh; the policy never saw them.
-	AgentReason string `json:"agent_reason,omitempty"`
-	// The rest are a reviewer's: on the queue and on GET of one approval.
-	OrderRefunded *money.Cents  `json:"order_refunded,omitempty"`
-	Replaces      *replacedView `json:"replaces,omitempty"`
-	CanApprove    *bool         `json:"can_approve,omitempty"`
-	Code          string        `json:"code,omitempty"`
-}
-
-// replacedView is the earlier approval of a step, whose call the new one
-// replaced.
-type replacedView struct {
-	ID       string               `json:"id"`
-	Args     argsView             `json:"args"`
-	Status   store.ApprovalStatus `json:"status"`
-	CallHash string               `json:"call_hash"`
-}
-
-// approvalsAnswer is the approval queue; [] when it is empty.
-type approvalsAnswer struct {
-	Approvals []approvalView `json:"approvals"`
-}
-
-// decisionsAnswer is one page of the decision log, each decision in the
-// shape of OPA's decision log; [] when the page is empty. NextCursor is the
-// cursor of the next page, "" when nothing follows.
-type decisionsAnswer struct {
-	Decisions  []engine.LogEntry `json:"decisions"`
-	NextCursor string            `json:"next_cursor"`
-}
-
-// bundleView is one bundle activation attempt. Failures is null, not [],
-// for a record stored without any, as it always has been.
-type bundleView struct {
-	Seq          uint64              `json:"seq"`
-	Revision     string              `json:"revision"`
-	Digest       string              `json:"digest"`
-	Status       store.BundleStatus  `json:"status"`
-	By           string              `json:"by"`
-	Proposer     string              `json:"proposer,omitempty"`
-	At           time.Time           `json:"at"`
-	BreakGlass   bool                `json:"break_glass,omitempty"`
-	Reason       string              `json:"reason,omitempty"`
-	Rollback     bool                `json:"rollback,omitempty"`
-	LimitChanges []store.LimitChange `json:"limit_changes,omitempty"`
-	Failures     []gateCaseView      `json:"failures"`
-	TestFailures []string            `json:"test_failures,omitempty"`
-	Impact       json.RawMessage     `json:"impact,omitempty"`
-	// Review is what a second operator is shown (the diff, the data diff
-	// and the new allowances), for a record kept with one.
-	review.Review
-}
-
-// gateCaseView is one failing gate case of a stored bundle record.
-type gateCaseView struct {
-	Case     string      `json:"case"`
-	Amount   money.Cents `json:"amount"`
-	Expected string      `json:"expected"`
-	Got      string      `json:"got"`
-}
-
-// boundsView is a workflow's bounds. A workflow stored before bounds has
-// none to show: it runs under the active bundle's.
-type boundsView struct {
-	MaxSteps    int         `json:"max_steps"`
-	MaxSpend    money.Cents `json:"max_spend"`
-	Deadline    time.Time   `json:"deadline"`
-	MaxAttempts int         `json:"max_attempts"`
-}
-
-func newWorkflowView(w store.Workflow) workflowView {
-	v := workflowView{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: w.Status,
+func newWorkflowView(w store.Workflow) client.Workflow {
+	v := client.Workflow{ID: w.ID, Ticket: w.Ticket, User: w.User, Status: client.WorkflowStatus(w.Status),
 		PolicyRevision: w.PolicyRevision, Created: w.Created, Updated: w.Updated, AgentVersion: w.AgentVersion}
 	if w.Bounds != (store.Bounds{}) {
-		b := boundsView(w.Bounds)
+		b := client.Bounds(w.Bounds)
 		v.Bounds = &b
 	}
 	return v
 }
 
 // snapshotView is a workflow with its steps, from one engine read.
-func snapshotView(snap engine.Snapshot) workflowView {
+func snapshotView(snap engine.Snapshot) client.Workflow {
 	v := newWorkflowView(snap.Workflow)
-	v.Steps = make([]stepView, 0, len(snap.Steps))
+	v.Steps = make([]client.Step, 0, len(snap.Steps))
 	for _, st := range snap.Steps {
 		var a *store.Approval
 		if found, ok := snap.Approvals[st.Approval]; ok && st.Approval != "" {
@@ -212,21 +91,24 @@ func snapshotView(snap engine.Snapshot) workflowView {
 }
 
 // newStepView shows st with a, the approval it names (nil: none or gone).
-func newStepView(st store.Step, a *store.Approval) stepView {
-	v := stepView{Workflow: st.Workflow, N: st.N, Tool: st.Tool, Args: newArgsView(st.Tool, st.Args),
-		Status: st.Status, Decision: st.Decision, Rule: st.Rule,
+// Decision and rule are shown even when empty.
+func newStepView(st store.Step, a *store.Approval) client.Step {
+	v := client.Step{Workflow: st.Workflow, N: st.N, Tool: string(st.Tool), Args: newArgsView(st.Tool, st.Args),
+		Status: client.StepStatus(st.Status), Decision: st.Decision, Rule: st.Rule,
 		Result: st.Result, Note: st.Note, DuplicateOf: st.DuplicateOf, AgentReason: st.AgentReason}
 	if a != nil {
-		v.Approval = &stepApprovalView{ID: a.ID, Status: a.Status, Summary: a.Summary, Expires: a.Expires}
+		v.Approval = &client.StepApproval{ID: a.ID, Status: client.ApprovalStatus(a.Status), Summary: a.Summary, Expires: a.Expires}
 		if a.Status == store.ApprovalRejected {
 			v.ApprovalComment = a.Comment
 		}
 	}
+	// A step that did not run says why, while it is denied, waits or is held.
 	switch r := st.Reason; {
 	case r == nil:
 	case st.Status == store.StepDenied, st.Status == store.StepWaitingApproval, st.Status == store.StepHeld:
-		v.Reason = &reasonView{Text: r.Text, Facts: r.Facts, Next: r.Next}
+		v.Reason = &client.Reason{Text: r.Text, Facts: r.Facts, Next: r.Next}
 	}
+	// A step whose effect may still land shows when the engine resolves it.
 	if (st.Status == store.StepStarted || st.Status == store.StepUnknown) && !st.ResolveAfter.IsZero() {
 		at := st.ResolveAfter.UTC()
 		v.ResolveAfter = &at
@@ -234,40 +116,71 @@ func newStepView(st store.Step, a *store.Approval) stepView {
 	return v
 }
 
-func newArgsView(name tool.Name, a tool.Args) argsView {
-	v := argsView{Order: a.Order}
+// newArgsView shows exactly the fields of the tool's schema: a refund's
+// amount is shown even if zero, and no other tool shows one; a line-item
+// refund shows its line and quantity too.
+func newArgsView(name tool.Name, a tool.Args) client.Args {
+	v := client.Args{Order: a.Order}
 	if name == tool.IssueRefund {
-		v.Amount, v.Line, v.Quantity = &a.Amount, a.Line, a.Quantity
+		amount := a.Amount
+		v.Amount, v.Line, v.Quantity = &amount, a.Line, a.Quantity
 	}
 	return v
 }
 
-func newApprovalView(a store.Approval) approvalView {
-	return approvalView{ID: a.ID, Workflow: a.Workflow, N: a.N, Tool: a.Tool, Args: newArgsView(a.Tool, a.Args),
-		Summary: a.Summary, Requester: a.Requester, Approver: a.Approver, Status: a.Status,
+func newApprovalView(a store.Approval) client.Approval {
+	return client.Approval{ID: a.ID, Workflow: a.Workflow, N: a.N, Tool: string(a.Tool), Args: newArgsView(a.Tool, a.Args),
+		Summary: a.Summary, Requester: a.Requester, Approver: a.Approver, Status: client.ApprovalStatus(a.Status),
 		Comment: a.Comment, Retroactive: a.Retroactive, Created: a.Created, Expires: a.Expires, CallHash: a.CallHash,
 		Rule: a.Rule, Ticket: a.Ticket, Customer: a.Customer, OrderPaid: a.OrderPaid, AgentReason: a.AgentReason}
 }
 
 // newApprovalItemView is an approval as the person reviewing it sees it.
-func newApprovalItemView(it engine.ApprovalItem) approvalView {
+func newApprovalItemView(it engine.ApprovalItem) client.Approval {
 	v := newApprovalView(it.Approval)
-	v.OrderRefunded, v.CanApprove, v.Code = &it.Refunded, &it.CanApprove, it.Code
+	refunded, canApprove := it.Refunded, it.CanApprove
+	v.OrderRefunded, v.CanApprove, v.Code = &refunded, &canApprove, it.Code
 	if p := it.Previous; p != nil {
-		v.Replaces = &replacedView{ID: p.ID, Args: newArgsView(p.Tool, p.Args), Status: p.Status, CallHash: p.CallHash}
+		v.Replaces = &client.ReplacedApproval{ID: p.ID, Args: newArgsView(p.Tool, p.Args), Status: client.ApprovalStatus(p.Status), CallHash: p.CallHash}
 	}
 	return v
 }
 
-func newDecisionsAnswer(p store.DecisionPage) decisionsAnswer {
-	out := decisionsAnswer{Decisions: make([]engine.LogEntry, 0, len(p.Decisions))}
+func newModeView(m engine.ToolMode) client.Mode {
+	v := client.Mode{Tool: string(m.Tool), Mode: string(m.Mode), Default: string(m.Default), Breakers: make([]client.Breaker, 0, len(m.Breakers))}
+	if m.Set != nil {
+		at := m.Set.At
+		v.SetBy, v.Reason, v.SetAt = m.Set.By, m.Set.Reason, &at
+	}
+	for _, b := range m.Breakers {
+		bv := client.Breaker{AgentVersion: b.AgentVersion, Failures: len(b.Failures), Tripped: b.Tripped()}
+		if b.Trip != nil {
+			bv.Trip = &client.BreakerTrip{At: b.Trip.At, Failures: b.Trip.Failures, WindowSeconds: b.Trip.WindowSeconds, Last: b.Trip.Last}
+		}
+		v.Breakers = append(v.Breakers, bv)
+	}
+	return v
+}
+
+func newDecisionsAnswer(p store.DecisionPage) client.DecisionPage {
+	out := client.DecisionPage{Decisions: make([]client.Decision, 0, len(p.Decisions))}
 	for _, d := range p.Decisions {
-		out.Decisions = append(out.Decisions, engine.NewLogEntry(d))
+		out.Decisions = append(out.Decisions, newDecision(engine.NewLogEntry(d)))
 	}
 	if p.Next != 0 {
 		out.NextCursor = newCursor(p.Next)
 	}
 	return out
+}
+
+// newDecision is a decision in the shape of OPA's decision log, which
+// engine.NewLogEntry derives from the stored record.
+func newDecision(e engine.LogEntry) client.Decision {
+	return client.Decision{DecisionID: e.DecisionID, Timestamp: e.Timestamp, Path: e.Path, Input: e.Input,
+		Result:  client.DecisionResult{Decision: e.Result.Decision, Rule: e.Result.Rule},
+		Bundles: client.DecisionBundles{Countersign: client.DecisionBundle(e.Bundles.Countersign)},
+		Seq:     e.Seq, At: e.At, Workflow: e.Workflow, N: e.N, User: e.User, Tool: string(e.Tool), Args: newArgsView(e.Tool, e.Args),
+		Decision: e.Decision, Rule: e.Rule, Revision: e.Revision, AgentVersion: e.AgentVersion, Mode: e.Mode, Shadow: e.Shadow}
 }
 
 // A cursor is the sequence number of the last item a page showed (a
@@ -291,33 +204,103 @@ func parseCursor(s string) (uint64, error) {
 	return binary.BigEndian.Uint64(b), nil
 }
 
-func newBundleView(r store.BundleRecord) bundleView {
-	v := bundleView{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: r.Status, By: r.By, Proposer: r.Proposer, At: r.At,
-		BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback, LimitChanges: r.LimitChanges, TestFailures: r.TestFailures,
-		Impact: r.Impact, Review: storedReview(r)}
-	if r.Failures != nil {
-		v.Failures = make([]gateCaseView, 0, len(r.Failures))
-	}
-	for _, f := range r.Failures {
-		v.Failures = append(v.Failures, gateCaseView{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
+func newAuditPage(p audit.Page) client.AuditPage {
+	return client.AuditPage{Next: p.Next, Records: each(p.Records, func(r audit.Record) client.AuditRecord {
+		return client.AuditRecord{ID: r.ID, At: r.At, Kind: string(r.Kind), Actor: r.Actor, Workflow: r.Workflow, N: r.N,
+			Tool: r.Tool, Args: r.Args, Detail: r.Detail, Prev: r.Prev, Hash: r.Hash}
+	})}
+}
+
+func newAuditVerification(r audit.Report) client.AuditVerification {
+	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head}
+	if r.Broken != nil {
+		v.Broken = &client.AuditBreak{Index: r.Broken.Index, ID: r.Broken.ID, Reason: r.Broken.Reason}
 	}
 	return v
 }
 
-// storedReview is a record's review, or none for a record kept without
-// one (or with one this version cannot read).
-func storedReview(r store.BundleRecord) review.Review {
-	var rv review.Review
-	if len(r.Review) == 0 || json.Unmarshal(r.Review, &rv) != nil {
-		return review.Review{}
+// newReconciliation shows a report with its classes, findings and repairs
+// in report order, every class present, [] for no findings.
+func newReconciliation(r reconcile.Report) client.Reconciliation {
+	f := r.Findings
+	ref := func(s reconcile.StepRef) client.StepRef { return client.StepRef(s) }
+	repair := func(c reconcile.Class) client.Repair { return client.Repair(r.Repairs[c]) }
+	inFlight := func(i reconcile.InFlight) client.InFlight {
+		return client.InFlight{StepRef: ref(i.StepRef), Amount: i.Amount, Status: client.StepStatus(i.Status), Entry: i.Entry}
 	}
-	return rv
+	return client.Reconciliation{At: r.At, AutoLimit: r.AutoLimit, Unexplained: r.Unexplained, Explained: client.Explained(r.Explained),
+		Classes: client.ClassCounts{
+			Matched:                        r.Count(reconcile.Matched),
+			AgentDoneLedgerMissing:         r.Count(reconcile.AgentDoneLedgerMissing),
+			AmountMismatch:                 r.Count(reconcile.AmountMismatch),
+			LedgerEntryWithoutStep:         r.Count(reconcile.LedgerEntryWithoutStep),
+			InFlightLedgerHasIt:            r.Count(reconcile.InFlightLedgerHasIt),
+			InFlightLedgerLacksIt:          r.Count(reconcile.InFlightLedgerLacksIt),
+			RefundOverLimitWithoutApproval: r.Count(reconcile.RefundOverLimitWithoutApproval),
+			ShipmentCountMismatch:          r.Count(reconcile.ShipmentCountMismatch),
+		},
+		Findings: client.Findings{
+			Matched: []struct{}{},
+			AgentDoneLedgerMissing: listed(f.AgentDoneLedgerMissing, func(m reconcile.MissingEntry) client.MissingEntry {
+				return client.MissingEntry{StepRef: ref(m.StepRef), Amount: m.Amount, Key: m.Key}
+			}),
+			AmountMismatch: listed(f.AmountMismatch, func(d reconcile.AmountDifference) client.AmountDifference {
+				return client.AmountDifference{StepRef: ref(d.StepRef), StepAmount: d.StepAmount, LedgerAmount: d.LedgerAmount, Entry: d.Entry}
+			}),
+			LedgerEntryWithoutStep: listed(f.LedgerEntryWithoutStep, func(u reconcile.UnclaimedEntry) client.UnclaimedEntry {
+				v := client.UnclaimedEntry{Entry: u.Entry, Kind: u.Kind, Order: u.Order, Amount: u.Amount, By: u.By, Key: u.Key}
+				if u.Step != nil {
+					s := ref(*u.Step)
+					v.Step = &s
+				}
+				return v
+			}),
+			InFlightLedgerHasIt:   listed(f.InFlightLedgerHasIt, inFlight),
+			InFlightLedgerLacksIt: listed(f.InFlightLedgerLacksIt, inFlight),
+			RefundOverLimitWithoutApproval: listed(f.RefundOverLimitWithoutApproval, func(o reconcile.OverLimit) client.OverLimit {
+				return client.OverLimit{StepRef: ref(o.StepRef), Amount: o.Amount, Rep: o.Rep, At: o.At, Entry: o.Entry,
+					Approval: o.Approval, Limit: o.Limit, Revision: o.Revision, Note: o.Note}
+			}),
+			ShipmentCountMismatch: listed(f.ShipmentCountMismatch, func(d reconcile.ShipmentDifference) client.ShipmentDifference {
+				return client.ShipmentDifference(d)
+			}),
+		},
+		Repairs: client.Repairs{
+			AgentDoneLedgerMissing:         repair(reconcile.AgentDoneLedgerMissing),
+			AmountMismatch:                 repair(reconcile.AmountMismatch),
+			LedgerEntryWithoutStep:         repair(reconcile.LedgerEntryWithoutStep),
+			InFlightLedgerHasIt:            repair(reconcile.InFlightLedgerHasIt),
+			InFlightLedgerLacksIt:          repair(reconcile.InFlightLedgerLacksIt),
+			RefundOverLimitWithoutApproval: repair(reconcile.RefundOverLimitWithoutApproval),
+			ShipmentCountMismatch:          repair(reconcile.ShipmentCountMismatch),
+		},
+	}
+}
+
+// listed is each, with [] for none: a report lists every class.
+func listed[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return []U{}
+	}
+	return each(in, f)
+}
+
+// newBundleView is one activation attempt. Failures is null, not [], for
+// a record stored without any, as it always has been.
+func newBundleView(r store.BundleRecord) client.Bundle {
+	return client.Bundle{Seq: r.Seq, Revision: r.Revision, Digest: r.Digest, Status: client.BundleStatus(r.Status), By: r.By,
+		Proposer: r.Proposer, At: r.At, BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback,
+		LimitChanges: each(r.LimitChanges, func(c store.LimitChange) client.LimitChange { return client.LimitChange(c) }),
+		Failures: each(r.Failures, func(f store.BundleFailure) client.GateCase {
+			return client.GateCase{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got}
+		}),
+		TestFailures: r.TestFailures, Impact: storedImpact(r), Review: storedReview(r)}
 }
 
 // newBundleViews is the history without the reviews: each may hold a
 // megabyte of diffs, and GET /v1/bundles/{digest} answers one.
-func newBundleViews(h []store.BundleRecord) []bundleView {
-	out := make([]bundleView, 0, len(h))
+func newBundleViews(h []store.BundleRecord) []client.Bundle {
+	out := make([]client.Bundle, 0, len(h))
 	for _, r := range h {
 		r.Review = nil
 		out = append(out, newBundleView(r))
@@ -325,97 +308,64 @@ func newBundleViews(h []store.BundleRecord) []bundleView {
 	return out
 }
 
-// The small answers.
-type (
-	// awaitingAnswer is a bundle that waits for a second operator, with
-	// what its awaiting record holds for them: the replay of recent
-	// decisions and the review.
-	awaitingAnswer struct {
-		Status       store.BundleStatus   `json:"status"`
-		Revision     string               `json:"revision"`
-		Digest       string               `json:"digest"`
-		LimitChanges []policy.LimitChange `json:"limit_changes"`
-		Message      string               `json:"message"`
-		Impact       json.RawMessage      `json:"impact,omitempty"`
-		review.Review
+// storedReview is a record's review, or none for a record kept without
+// one (or with one this version cannot read).
+func storedReview(r store.BundleRecord) client.Review {
+	var rv review.Review
+	if len(r.Review) == 0 || json.Unmarshal(r.Review, &rv) != nil {
+		return client.Review{}
 	}
-	// previewAnswer is a dry run of an upload: the gate, the replay and
-	// the review a second operator would see.
-	previewAnswer struct {
-		Gate   policy.Report `json:"gate"`
-		Impact impact.Report `json:"impact"`
-		review.Review
-	}
-	healthAnswer struct {
-		Status string `json:"status"`
-	}
-	readyAnswer struct {
-		Status         string `json:"status"`
-		PolicyRevision string `json:"policy_revision"`
-	}
-	toolsAnswer struct {
-		Tools []tool.Spec `json:"tools"`
-	}
-	switchesAnswer struct {
-		Switches map[tool.Name]bool `json:"switches"`
-	}
-	modesAnswer struct {
-		Modes []modeView `json:"modes"`
-	}
-	switchAnswer struct {
-		Tool    tool.Name `json:"tool"`
-		Enabled bool      `json:"enabled"`
-	}
-	epochAnswer struct {
-		Epoch int `json:"epoch"`
-	}
-)
-
-// modeView is one tool's stage of autonomy: the mode in force for agent
-// versions whose breaker has not tripped, where it comes from, and the
-// breakers that hold failures (a tripped one runs the tool in
-// approval_only for its agent version until an operator sets the mode).
-type modeView struct {
-	Tool    tool.Name   `json:"tool"`
-	Mode    policy.Mode `json:"mode"`
-	Default policy.Mode `json:"default"`
-	// SetBy, Reason and SetAt are the operator's last setting; absent while
-	// the bundle's default applies.
-	SetBy    string        `json:"set_by,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	SetAt    *time.Time    `json:"set_at,omitempty"`
-	Breakers []breakerView `json:"breakers"`
+	return newReview(rv)
 }
 
-// breakerView is one agent version's breaker for a tool.
-type breakerView struct {
-	AgentVersion string `json:"agent_version"`
-	// Failures is how many failures the window held at the last one.
-	Failures int              `json:"failures"`
-	Tripped  bool             `json:"tripped"`
-	Trip     *breakerTripView `json:"trip,omitempty"`
+// storedImpact is a record's replay of recent decisions, or nil for a
+// record kept without one (or with one this version cannot read).
+func storedImpact(r store.BundleRecord) *client.Impact {
+	var rep impact.Report
+	if len(r.Impact) == 0 || json.Unmarshal(r.Impact, &rep) != nil {
+		return nil
+	}
+	v := newImpact(rep)
+	return &v
 }
 
-// breakerTripView is what tripped a breaker and when.
-type breakerTripView struct {
-	At            time.Time `json:"at"`
-	Failures      int       `json:"failures"`
-	WindowSeconds int64     `json:"window_seconds"`
-	Last          string    `json:"last"`
+func newReview(rv review.Review) client.Review {
+	a := rv.NewAllowances
+	verdict := func(v review.Verdict) client.Verdict { return client.Verdict(v) }
+	return client.Review{Against: client.BundleRef(rv.Against), SecondOperator: rv.SecondOperator,
+		Diff: each(rv.Diff, func(d review.ModuleDiff) client.ModuleDiff {
+			return client.ModuleDiff{Path: d.Path, OldPath: d.OldPath, Change: string(d.Change), Test: d.Test,
+				PolicyChanged: d.PolicyChanged, Unified: d.Unified, Truncated: d.Truncated}
+		}),
+		DataDiff: each(rv.DataDiff, func(d policy.DataChange) client.DataChange {
+			return client.DataChange{Path: d.Path, Old: d.Old, New: d.New, Change: string(d.Change), Limit: d.Limit}
+		}),
+		NewAllowances: client.Allowances{Count: a.Count, Evaluated: a.Evaluated, Incomplete: a.Incomplete, Skipped: a.Skipped,
+			Examples: each(a.Examples, func(x review.Allowance) client.Allowance {
+				return client.Allowance{Kind: x.Kind, Input: x.Input, Active: verdict(x.Active), Candidate: verdict(x.Candidate)}
+			})},
+	}
 }
 
-func newModeView(m engine.ToolMode) modeView {
-	v := modeView{Tool: m.Tool, Mode: m.Mode, Default: m.Default, Breakers: make([]breakerView, 0, len(m.Breakers))}
-	if m.Set != nil {
-		at := m.Set.At
-		v.SetBy, v.Reason, v.SetAt = m.Set.By, m.Set.Reason, &at
-	}
-	for _, b := range m.Breakers {
-		bv := breakerView{AgentVersion: b.AgentVersion, Failures: len(b.Failures), Tripped: b.Tripped()}
-		if b.Trip != nil {
-			bv.Trip = &breakerTripView{At: b.Trip.At, Failures: b.Trip.Failures, WindowSeconds: b.Trip.WindowSeconds, Last: b.Trip.Last}
-		}
-		v.Breakers = append(v.Breakers, bv)
-	}
-	return v
+func newImpact(r impact.Report) client.Impact {
+	return client.Impact{Replayed: r.Replayed, Skipped: r.Skipped, Changed: each(r.Changed, func(c impact.Change) client.ImpactChange {
+		return client.ImpactChange{From: string(c.From), To: string(c.To), Rule: c.Rule, Count: c.Count,
+			Examples: each(c.Examples, func(x impact.Example) client.ImpactExample { return client.ImpactExample(x) })}
+	})}
+}
+
+func newGateReport(r policy.Report) client.GateReport {
+	result := func(c policy.CaseResult) client.GateResult { return client.GateResult(c) }
+	l := r.Limits
+	return client.GateReport{Revision: r.Revision, Digest: r.Digest,
+		Limits: client.Limits{RefundAuto: l.RefundAuto, RefundMax: l.RefundMax, ReshipApprovalValue: l.ReshipApprovalValue,
+			RepDaily: l.RepDaily, RepWindowSeconds: int64(l.RepWindow / time.Second), AgentHourly: l.AgentHourly,
+			ApprovalTTLSeconds: int64(l.ApprovalTTL / time.Second), TokenTTLSeconds: int64(l.TokenTTL / time.Second)},
+		LimitChanges:  newLimitChanges(r.Changes),
+		LimitFailures: each(r.LimitFailures, result), Cases: each(r.Cases, result),
+		TestsPassed: r.TestsPassed, TestFailures: r.TestFailures}
+}
+
+func newLimitChanges(cs []policy.LimitChange) []client.LimitChange {
+	return each(cs, func(c policy.LimitChange) client.LimitChange { return client.LimitChange(c) })
 }

@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -189,4 +190,146 @@ func TestWaitEndsAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAnswer(t, <-waiting, "waiting_approval", "pending")
+}
+
+// read GETs path as who, with If-None-Match: ifNoneMatch unless it is "".
+func (e *env) read(t *testing.T, who, path, ifNoneMatch string) reply {
+	t.Helper()
+	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens[who]}}
+	if ifNoneMatch != "" {
+		h.Set("If-None-Match", ifNoneMatch)
+	}
+	return e.send(t, http.MethodGet, path, h, nil)
+}
+
+// etag is the strong ETag of a 200 or 304 answer of GET /v1/workflows/{id}.
+func (r reply) etag(t *testing.T) string {
+	t.Helper()
+	tag := r.header.Get("ETag")
+	if len(tag) < 3 || !strings.HasPrefix(tag, `"`) || !strings.HasSuffix(tag, `"`) {
+		t.Fatalf("%d answered ETag %q, want a strong entity tag", r.status, tag)
+	}
+	return tag
+}
+
+// The ETag names the workflow's version: two reads of an unchanged
+// workflow carry the same one, a read naming it in If-None-Match is 304
+// with no body and the ETag again, and a lead's decision on the step's
+// approval is a new version, which the same read then answers in full.
+func TestETagNamesTheVersion(t *testing.T) {
+	e := start(t, devstack.Options{})
+	id := e.waitingRefund(t)
+	first := e.read(t, "rep-ben", "/v1/workflows/W1", "")
+	first.want(t, http.StatusOK, "")
+	v1 := first.etag(t)
+	if again := e.read(t, "rep-ben", "/v1/workflows/W1", ""); again.etag(t) != v1 || string(again.body) != string(first.body) {
+		t.Errorf("an unchanged workflow read twice: ETag %s then %s", v1, again.etag(t))
+	}
+	for _, inm := range []string{v1, "W/" + v1, `"other", ` + v1, "*"} {
+		r := e.read(t, "rep-ben", "/v1/workflows/W1", inm)
+		if r.status != http.StatusNotModified || len(r.body) != 0 || r.etag(t) != v1 {
+			t.Errorf("If-None-Match: %s on the unchanged workflow answered %d, ETag %s, body %q; want 304, %s, none", inm, r.status, r.header.Get("ETag"), r.body, v1)
+		}
+	}
+
+	e.call(t, http.MethodPost, "/v1/approvals/"+id+"/approve", "lead-eli", nil).want(t, http.StatusOK, "")
+	r := e.read(t, "rep-ben", "/v1/workflows/W1", v1)
+	r.want(t, http.StatusOK, "")
+	var w workflow
+	r.decode(t, &w)
+	if v2 := r.etag(t); v2 == v1 || w.Steps[0].Approval.Status != "approved" {
+		t.Errorf("after the approval: ETag %s (before %s), approval %s; want a new version, approved", v2, v1, w.Steps[0].Approval.Status)
+	}
+	// Another reader (a lead, the operator) sees the same version.
+	for _, who := range []string{"lead-eli", "ops-ida"} {
+		if v := e.read(t, who, "/v1/workflows/W1", "").etag(t); v != r.etag(t) {
+			t.Errorf("%s reads version %s, rep-ben %s", who, v, r.etag(t))
+		}
+	}
+}
+
+// A wait given a version the workflow has moved on from answers at once
+// with the workflow as it stands: a decision made just before the wait
+// began is not missed, however the version is given, and a version the
+// sidecar never answered is as stale. The waits are longer than the test
+// client's timeout: one that waited for a next change fails.
+func TestWaitAnswersAtOnceForAChangeNotSeen(t *testing.T) {
+	e := start(t, devstack.Options{})
+	id := e.waitingRefund(t)
+	before := e.read(t, "rep-ben", "/v1/workflows/W1", "").etag(t)
+	e.call(t, http.MethodPost, "/v1/approvals/"+id+"/approve", "lead-eli", nil).want(t, http.StatusOK, "")
+	now := e.read(t, "rep-ben", "/v1/workflows/W1", "").etag(t)
+	for _, tc := range []struct{ name, query, ifNoneMatch string }{
+		{"If-None-Match", "", before},
+		{"since, as the ETag has it", "&since=" + url.QueryEscape(before), ""},
+		{"since, without its quotes", "&since=" + strings.Trim(before, `"`), ""},
+		{"a version never answered", "", `"not-a-version"`},
+		{"since the start, any version", "&since=" + strings.Trim(before, `"`), `"not-a-version"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.read(t, "rep-ben", "/v1/workflows/W1?wait=60s"+tc.query, tc.ifNoneMatch)
+			a := awaitAnswer{r: r}
+			if r.status == http.StatusOK {
+				r.decode(t, &a.w)
+			}
+			wantAnswer(t, a, "waiting_approval", "approved")
+			if r.etag(t) != now {
+				t.Errorf("ETag %s, want the version now, %s", r.etag(t), now)
+			}
+		})
+	}
+	if n := e.st.Engine.Waiting(); n != 0 {
+		t.Errorf("%d requests still registered as waiting", n)
+	}
+}
+
+// awaitVersion starts one wait for W1 as rep-ben given version (as
+// If-None-Match) and returns once the sidecar holds it.
+func (e *env) awaitVersion(t *testing.T, version, wait string) <-chan reply {
+	t.Helper()
+	out := make(chan reply, 1)
+	go func() { out <- e.read(t, "rep-ben", "/v1/workflows/W1?wait="+wait, version) }()
+	for e.st.Engine.Waiting() == 0 {
+		time.Sleep(time.Millisecond) // polling a condition, not waiting a fixed time
+	}
+	return out
+}
+
+// A wait given the current version answers the next change the answer
+// shows, with its new version, a status or not: an amended amount
+// changes no status (a wait without a version waits on through it).
+func TestWaitForTheNextVersion(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.waitingRefund(t)
+	v1 := e.read(t, "rep-ben", "/v1/workflows/W1", "").etag(t)
+	waiting := e.awaitVersion(t, v1, "60s")
+	e.call(t, http.MethodPatch, "/v1/workflows/W1/steps/1", "rep-ben", map[string]any{"args": refund("O-1004", 39000)}).want(t, http.StatusOK, "")
+	r := <-waiting
+	r.want(t, http.StatusOK, "")
+	var w workflow
+	r.decode(t, &w)
+	if r.etag(t) == v1 || w.Steps[0].Args["amount"] != float64(39000) {
+		t.Errorf("the wait answered version %s (was %s), args %v; want a new version with the amended amount", r.etag(t), v1, w.Steps[0].Args)
+	}
+}
+
+// A wait given the current version in which nothing changes ends with 304
+// and no body when the version came as If-None-Match, and with the
+// workflow as it was, in full, when it came as ?since= alone.
+func TestWaitForAVersionEndsUnchanged(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.waitingRefund(t)
+	before := e.read(t, "rep-ben", "/v1/workflows/W1", "")
+	v := before.etag(t)
+	if r := <-e.awaitVersion(t, v, "1s"); r.status != http.StatusNotModified || len(r.body) != 0 || r.etag(t) != v {
+		t.Errorf("If-None-Match %s, nothing changed: %d, ETag %s, body %q; want 304, the same ETag, no body", v, r.status, r.header.Get("ETag"), r.body)
+	}
+	r := e.read(t, "rep-ben", "/v1/workflows/W1?wait=1s&since="+url.QueryEscape(v), "")
+	r.want(t, http.StatusOK, "")
+	if r.etag(t) != v || string(r.body) != string(before.body) {
+		t.Errorf("since=%s, nothing changed: ETag %s, body\n%s\nwant the same version and body\n%s", v, r.etag(t), r.body, before.body)
+	}
+	if n := e.st.Engine.Waiting(); n != 0 {
+		t.Errorf("%d requests still registered as waiting", n)
+	}
 }

@@ -312,3 +312,49 @@ func TestAwaitManyReadersAtOnce(t *testing.T) {
 		t.Errorf("%d readers still registered after all answered", n)
 	}
 }
+
+// A reader that says what it last saw (AwaitUntil) is answered at once
+// when the workflow moved on before it began, where Await, which has seen
+// nothing, waits for a change after it begins; and when the workflow is
+// as the reader saw it, AwaitUntil waits for the next change.
+func TestAwaitUntilAnswersAtOnceForAChangeBeforeIt(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	ctx := context.Background()
+	h.workflow("rep-ben", "W1")
+	h.propose("rep-ben", "W1", tool.IssueRefund, `{"order":"O-1004","amount":40000}`)
+	seen, err := h.eng.Snapshot(ctx, person("rep-ben"), "W1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unseen := func(s engine.Snapshot) bool { return s.Approvals["AP-1"].Status != seen.Approvals["AP-1"].Status }
+	if _, err := h.eng.Approve(ctx, person("lead-eli"), "AP-1", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// A reader not answered at once waits out the 10 s and answers false.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, done, err := h.eng.AwaitUntil(wctx, person("rep-ben"), "W1", unseen)
+	if err != nil || !done || snap.Approvals["AP-1"].Status != store.ApprovalApproved {
+		t.Errorf("AwaitUntil after the approval: done %v, err %v, approvals %+v; want at once, approved", done, err, snap.Approvals)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, changed, err := h.eng.Await(short, person("rep-ben"), "W1"); err != nil || changed {
+		t.Errorf("Await after the approval: changed %v, err %v; want it to wait for a change after it began", changed, err)
+	}
+
+	seen = snap
+	readers := make(chan awaited, 1)
+	go func() {
+		snap, done, err := h.eng.AwaitUntil(wctx, person("rep-ben"), "W1", func(s engine.Snapshot) bool { return len(s.Steps) != len(seen.Steps) })
+		readers <- awaited{snap, done, err}
+	}()
+	for h.eng.Waiting() == 0 {
+		time.Sleep(time.Millisecond) // polling a condition, not waiting a fixed time
+	}
+	h.propose("rep-ben", "W1", tool.LookupOrder, `{"order":"O-1004"}`)
+	if a := <-readers; a.err != nil || !a.changed || len(a.snap.Steps) != 2 {
+		t.Errorf("AwaitUntil for a second step: done %v, err %v, %d steps", a.changed, a.err, len(a.snap.Steps))
+	}
+}

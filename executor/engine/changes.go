@@ -88,18 +88,40 @@ func (c *changes) readers() int {
 // the wait with ctx's deadline. A rep awaits only their own workflows, as
 // Snapshot reads them.
 //
+// A change committed before Await begins is not one it waits for: a
+// reader that knows what it last saw waits with AwaitUntil instead.
+func (e *Engine) Await(ctx context.Context, p Person, id string) (snap Snapshot, changed bool, err error) {
+	var base *Snapshot // the first read, which every later one is compared with
+	return e.AwaitUntil(ctx, p, id, func(s Snapshot) bool {
+		if base == nil {
+			base = &s
+			return false
+		}
+		return !sameStatuses(*base, s)
+	})
+}
+
+// AwaitUntil reads workflow id at once and again after each change, until
+// done holds for a read: it returns that read (done true), or the workflow
+// as it stands when ctx ends first (done false). So a reader that passes
+// what it last saw (done: "this read is not that") is answered at once
+// when the workflow has moved on since, however recently, and otherwise
+// at its next change. A rep awaits only their own workflows, as Snapshot
+// reads them; done is called on the request's goroutine, one read at a
+// time.
+//
 // The reader is registered before the workflow is first read, so a change
 // committed between that read and the wait still wakes it. On a store
 // several sidecars share (Options.PollChanges) the reader also reads the
 // workflow again every period, so a change another sidecar committed is
 // seen within one period.
-func (e *Engine) Await(ctx context.Context, p Person, id string) (snap Snapshot, changed bool, err error) {
+func (e *Engine) AwaitUntil(ctx context.Context, p Person, id string, done func(Snapshot) bool) (snap Snapshot, ok bool, err error) {
 	ch := e.changes.watch(id)
 	defer e.changes.unwatch(id, ch)
 	next := e.changes.next(ch)
-	base, err := e.Snapshot(ctx, p, id)
-	if err != nil {
-		return base, false, err
+	snap, err = e.Snapshot(ctx, p, id)
+	if err != nil || done(snap) {
+		return snap, err == nil, err
 	}
 	var poll <-chan time.Time // nil: never, unless the store is shared
 	if e.poll > 0 {
@@ -117,7 +139,7 @@ func (e *Engine) Await(ctx context.Context, p Person, id string) (snap Snapshot,
 		}
 		next = e.changes.next(ch)
 		snap, err := e.Snapshot(ctx, p, id)
-		if err != nil || !sameStatuses(base, snap) {
+		if err != nil || done(snap) {
 			return snap, err == nil, err
 		}
 	}

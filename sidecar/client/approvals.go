@@ -18,9 +18,7 @@ func (c *Client) Approvals(ctx context.Context, q ApprovalQuery) ([]Approval, er
 	if q.All {
 		v.Set("all", "true")
 	}
-	var out struct {
-		Approvals []Approval `json:"approvals"`
-	}
+	var out ApprovalList
 	err := c.call(ctx, http.MethodGet, "/v1/approvals", v, nil, &out)
 	return out.Approvals, err
 }

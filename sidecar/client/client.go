@@ -75,6 +75,7 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 // that carries a value (a denied step).
 type answer struct {
 	status int
+	header http.Header
 	body   []byte
 }
 
@@ -86,12 +87,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		target += "?" + q
 	}
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	contentType := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case gzipBody:
+		rd, contentType = bytes.NewReader(b), "application/gzip"
+	default:
+		j, err := json.Marshal(body)
 		if err != nil {
 			return answer{}, fmt.Errorf("%s: encoding the body: %w", op, err)
 		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
@@ -100,7 +106,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
@@ -108,7 +114,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	a := answer{status: res.StatusCode, body: b}
+	a := answer{status: res.StatusCode, header: res.Header, body: b}
 	if err != nil {
 		return a, fmt.Errorf("%s: reading the answer: %w", op, err)
 	}
@@ -124,6 +130,10 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return a, nil
 }
 
+// gzipBody is a request body sent as it is, as application/gzip (a
+// bundle's .tar.gz), rather than marshalled as JSON.
+type gzipBody []byte
+
 // decode reads an answer, strictly when the client was made Strict.
 func (c *Client) decode(b []byte, out any) error {
 	if c.strict {
@@ -135,10 +145,7 @@ func (c *Client) decode(b []byte, out any) error {
 // apiError reads the API's error body of a non-2xx answer. A body of
 // another shape is kept, shortened, as the message.
 func apiError(res *http.Response, b []byte) *Error {
-	var body struct {
-		Error     *Error `json:"error"`
-		RequestID string `json:"request_id"`
-	}
+	var body GateFailedBody // an ErrorBody, and the failures of a gate_failed
 	if err := json.Unmarshal(b, &body); err != nil || body.Error == nil || body.Error.Code == "" {
 		msg := strings.TrimSpace(string(b))
 		if len(msg) > 200 {
@@ -150,7 +157,7 @@ func apiError(res *http.Response, b []byte) *Error {
 		return &Error{Status: res.StatusCode, Message: msg, RequestID: res.Header.Get("X-Request-Id")}
 	}
 	e := body.Error
-	e.Status, e.RequestID = res.StatusCode, body.RequestID
+	e.Status, e.RequestID, e.Failures = res.StatusCode, body.RequestID, body.Failures
 	if e.RequestID == "" {
 		e.RequestID = res.Header.Get("X-Request-Id")
 	}

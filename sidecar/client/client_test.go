@@ -228,7 +228,7 @@ func TestOperatorCalls(t *testing.T) {
 }
 
 // Decoding: by default a field the client does not know is ignored, as
-// API.md lets the server add fields; Strict refuses it, and a duplicate key.
+// the contract lets the server add fields; Strict refuses it, and a duplicate key.
 // A body that is not the API's error shape is kept as the message.
 func TestDecoding(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -283,10 +283,10 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
-// Workflows pages through what the caller may read; WaitWorkflow answers
-// once the workflow changes.
+// Workflows pages through what the caller may read; WaitWorkflow sends no
+// wait over MaxWait.
 func TestWorkflowsAndWait(t *testing.T) {
-	st, as := start(t)
+	_, as := start(t)
 	ctx := context.Background()
 	rep := as("rep-ana")
 	for _, id := range []string{"W1", "W2", "W3"} {
@@ -308,24 +308,56 @@ func TestWorkflowsAndWait(t *testing.T) {
 	_, err = rep.Workflows(ctx, client.WorkflowQuery{Status: "sleeping"})
 	apiError(t, err, http.StatusBadRequest, "invalid_query")
 
-	if _, err := rep.WaitWorkflow(ctx, "W1", 2*time.Minute); err == nil {
+	if _, _, err := rep.WaitWorkflow(ctx, "W1", "v", 2*time.Minute); err == nil {
 		t.Error("a wait over MaxWait was sent")
 	}
-	changed := make(chan client.Workflow, 1)
+}
+
+// WaitWorkflow answers at once for a version the caller has not seen (none
+// yet, or one a change made before the call left behind), answers the
+// same version when nothing changed, and waits for the next change
+// otherwise. A call that waited when it should not would take MaxWait and
+// answer the old version.
+func TestWaitWorkflowByVersion(t *testing.T) {
+	st, as := start(t)
+	ctx := context.Background()
+	rep := as("rep-ana")
+	if _, _, err := rep.CreateWorkflow(ctx, client.NewWorkflow{ID: "W1", Ticket: "T-1"}); err != nil {
+		t.Fatal(err)
+	}
+	w, v1, err := rep.WaitWorkflow(ctx, "W1", "", client.MaxWait)
+	if err != nil || w.ID != "W1" || v1 == "" || st.Engine.Waiting() != 0 {
+		t.Fatalf("the first read: %+v, version %q, %v", w, v1, err)
+	}
+	// A change between two waits is not missed.
+	if _, err := rep.ProposeStep(ctx, "W1", "lookup_order", map[string]any{"order": "O-1001"}); err != nil {
+		t.Fatal(err)
+	}
+	w, v2, err := rep.WaitWorkflow(ctx, "W1", v1, client.MaxWait)
+	if err != nil || len(w.Steps) != 1 || v2 == v1 {
+		t.Fatalf("a wait after a change it has not seen: %+v, version %q (was %q), %v", w, v2, v1, err)
+	}
+	if again, v, err := rep.WaitWorkflow(ctx, "W1", v2, 100*time.Millisecond); err != nil || v != v2 || len(again.Steps) != 1 {
+		t.Errorf("a wait in which nothing changed: %+v, version %q (was %q), %v", again, v, v2, err)
+	}
+
+	type waited struct {
+		w       client.Workflow
+		version string
+		err     error
+	}
+	changed := make(chan waited, 1)
 	go func() {
-		w, err := rep.WaitWorkflow(ctx, "W1", client.MaxWait)
-		if err != nil {
-			t.Error(err)
-		}
-		changed <- w
+		w, v, err := rep.WaitWorkflow(ctx, "W1", v2, client.MaxWait)
+		changed <- waited{w, v, err}
 	}()
 	for st.Engine.Waiting() == 0 { // the wait has begun: what follows is a change to it
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := rep.ProposeStep(ctx, "W1", "lookup_order", map[string]any{"order": "O-1001"}); err != nil {
+	if _, err := rep.ProposeStep(ctx, "W1", "lookup_order", map[string]any{"order": "O-1002"}); err != nil {
 		t.Fatal(err)
 	}
-	if w := <-changed; len(w.Steps) != 1 || w.Steps[0].Tool != "lookup_order" {
-		t.Errorf("the wait answered %+v, want the new step (started or done)", w)
+	if a := <-changed; a.err != nil || len(a.w.Steps) != 2 || a.version == v2 {
+		t.Errorf("the wait answered %+v, version %q (was %q), %v; want the new step and a new version", a.w, a.version, v2, a.err)
 	}
 }

@@ -3,10 +3,12 @@ package client
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/countersign/countersign/executor/money"
 )
 
 // Error is an answer of the API outside 2xx: its status and the error
-// object of its body. Code is one of API.md's stable codes (policy_denied,
+// object of its body. Code is one of the API's stable codes (policy_denied,
 // not_pending, above_approver_limit, invalid_args, unauthenticated, ...),
 // and is empty only when the body was not the API's error shape (a proxy's
 // page, say); Message then holds the start of that body.
@@ -19,6 +21,33 @@ type Error struct {
 	// RequestID is the id the sidecar's log line carries too; quote it when
 	// reporting a 5xx.
 	RequestID string `json:"-"`
+	// Failures are the cases a bundle failed, on a 422 gate_failed (an
+	// upload, an approval or a rollback of a bundle): the body's
+	// "failures", beside its error.
+	Failures []GateFailure `json:"-"`
+}
+
+// ErrorBody is the body of every answer outside 2xx: the error and the
+// request id its log line carries too.
+type ErrorBody struct {
+	Error     *Error `json:"error"`
+	RequestID string `json:"request_id"`
+}
+
+// GateFailedBody is the body of a 422 gate_failed: the error and, beside
+// it, the cases the bundle failed.
+type GateFailedBody struct {
+	ErrorBody
+	Failures []GateFailure `json:"failures"`
+}
+
+// GateFailure is one case a rejected bundle failed. An undeclared limit
+// change and a failing Rego test have no amount.
+type GateFailure struct {
+	Case     string       `json:"case"`
+	Amount   *money.Cents `json:"amount,omitempty"`
+	Expected string       `json:"expected"`
+	Got      string       `json:"got"`
 }
 
 func (e *Error) Error() string {

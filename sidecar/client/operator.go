@@ -7,9 +7,7 @@ import (
 
 // Switches answers each tool's switch: true when it may run.
 func (c *Client) Switches(ctx context.Context) (map[string]bool, error) {
-	var out struct {
-		Switches map[string]bool `json:"switches"`
-	}
+	var out SwitchList
 	err := c.call(ctx, http.MethodGet, "/v1/switches", nil, nil, &out)
 	return out.Switches, err
 }
@@ -28,9 +26,7 @@ func (c *Client) SetSwitch(ctx context.Context, tool string, enabled bool, reaso
 
 // Modes answers each tool's stage of autonomy and its breakers.
 func (c *Client) Modes(ctx context.Context) ([]Mode, error) {
-	var out struct {
-		Modes []Mode `json:"modes"`
-	}
+	var out ModeList
 	err := c.call(ctx, http.MethodGet, "/v1/modes", nil, nil, &out)
 	return out.Modes, err
 }
@@ -51,16 +47,7 @@ func (c *Client) SetMode(ctx context.Context, tool, mode, reason string) (Mode, 
 // actor token minted before stops verifying downstream. It answers the new
 // epoch.
 func (c *Client) RaiseEpoch(ctx context.Context) (int, error) {
-	var out struct {
-		Epoch int `json:"epoch"`
-	}
+	var out Epoch
 	err := c.call(ctx, http.MethodPost, "/v1/credentials/epoch", nil, nil, &out)
 	return out.Epoch, err
-}
-
-// VerifyAudit checks the audit log's hash chain.
-func (c *Client) VerifyAudit(ctx context.Context) (AuditVerification, error) {
-	var v AuditVerification
-	err := c.call(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &v)
-	return v, err
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/countersign/countersign/executor/money"
 )
 
-// The answers of the API, field for field (sidecar/openapi.json). Fields
-// the API shows only sometimes are pointers or omitempty, as it writes them.
+// The answers of the API, field for field (sidecar/openapi.json): the
+// sidecar answers with these types. Fields the API shows only sometimes
+// are pointers or omitempty, as it writes them.
 
 // WorkflowStatus is where a workflow stands as a whole.
 type WorkflowStatus string
@@ -72,6 +73,11 @@ type ToolAnnotations struct {
 	Destructive bool   `json:"destructive"`
 	Idempotent  bool   `json:"idempotent"`
 	OpenWorld   bool   `json:"open_world"`
+}
+
+// ToolList is GET /v1/tools.
+type ToolList struct {
+	Tools []Tool `json:"tools"`
 }
 
 // NewWorkflow is the body of POST /v1/workflows. Ticket is required; ID is
@@ -244,6 +250,11 @@ type ReplacedApproval struct {
 	CallHash string         `json:"call_hash"`
 }
 
+// ApprovalList is GET /v1/approvals; [] when nothing matches.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+}
+
 // ApprovalQuery filters GET /v1/approvals. An empty Status lists every
 // status; All asks a lead for the whole queue rather than only what they
 // may approve.
@@ -252,24 +263,41 @@ type ApprovalQuery struct {
 	All    bool
 }
 
+// SwitchList is GET /v1/switches: each tool's switch, true when it may
+// run.
+type SwitchList struct {
+	Switches map[string]bool `json:"switches"`
+}
+
 // Switch is one tool's switch (PUT /v1/switches/{tool}).
 type Switch struct {
 	Tool    string `json:"tool"`
 	Enabled bool   `json:"enabled"`
 }
 
-// Mode is one tool's stage of autonomy (GET /v1/modes).
+// ModeList is GET /v1/modes.
+type ModeList struct {
+	Modes []Mode `json:"modes"`
+}
+
+// Mode is one tool's stage of autonomy: the mode in force for agent
+// versions whose breaker has not tripped, the bundle's default, and the
+// breakers that hold failures (a tripped one runs the tool in
+// approval_only for its agent version until an operator sets the mode).
 type Mode struct {
-	Tool     string     `json:"tool"`
-	Mode     string     `json:"mode"`
-	Default  string     `json:"default"`
+	Tool    string `json:"tool"`
+	Mode    string `json:"mode"`
+	Default string `json:"default"`
+	// SetBy, Reason and SetAt are the operator's last setting; absent
+	// while the bundle's default applies.
 	SetBy    string     `json:"set_by,omitempty"`
 	Reason   string     `json:"reason,omitempty"`
 	SetAt    *time.Time `json:"set_at,omitempty"`
 	Breakers []Breaker  `json:"breakers"`
 }
 
-// Breaker is one agent version's breaker for a tool.
+// Breaker is one agent version's breaker for a tool. Failures is how
+// many failures its window held at the last one.
 type Breaker struct {
 	AgentVersion string       `json:"agent_version"`
 	Failures     int          `json:"failures"`
@@ -285,17 +313,7 @@ type BreakerTrip struct {
 	Last          string    `json:"last"`
 }
 
-// AuditVerification is GET /v1/audit/verify: whether the hash chain holds.
-type AuditVerification struct {
-	OK      bool        `json:"ok"`
-	Records int         `json:"records"`
-	Head    string      `json:"head,omitempty"`
-	Broken  *AuditBreak `json:"broken,omitempty"`
-}
-
-// AuditBreak is the first broken link of the audit chain.
-type AuditBreak struct {
-	Index  int    `json:"index"`
-	ID     string `json:"id"`
-	Reason string `json:"reason"`
+// Epoch is POST /v1/credentials/epoch: the credential epoch now.
+type Epoch struct {
+	Epoch int `json:"epoch"`
 }

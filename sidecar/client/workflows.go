@@ -16,9 +16,7 @@ const MaxWait = 60 * time.Second
 // Tools lists the catalog: each tool's name, description and JSON input
 // schema.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
-	var out struct {
-		Tools []Tool `json:"tools"`
-	}
+	var out ToolList
 	err := c.call(ctx, http.MethodGet, "/v1/tools", nil, nil, &out)
 	return out.Tools, err
 }
@@ -39,19 +37,36 @@ func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
 	return w, err
 }
 
-// WaitWorkflow reads a workflow once a step is added to it or one of its
-// steps or their approvals changes status after the call begins, or as it
-// stands when d (at most MaxWait) has passed: GET /v1/workflows/{id}?wait=.
-// A change just before the call is not one it waits for: read the
-// workflow, then wait, and bound each wait.
-func (c *Client) WaitWorkflow(ctx context.Context, id string, d time.Duration) (Workflow, error) {
+// WaitWorkflow answers workflow id once it is no longer at version, the
+// version of it the caller last saw, with its new version: GET
+// /v1/workflows/{id}?wait=d&since=version. A change made before the call,
+// however shortly, is answered at once; otherwise the call waits for the
+// next change, for at most d (up to MaxWait), and then answers the
+// workflow as it stands with version unchanged. An empty version is one
+// the caller has not seen: the call reads the workflow at once. So a loop
+// that passes back each answer's version misses no change:
+//
+//	var version string
+//	for {
+//		w, version, err = c.WaitWorkflow(ctx, id, version, 30*time.Second)
+//		...
+//	}
+//
+// The version is the answer's ETag, opaque: compare it for equality only.
+func (c *Client) WaitWorkflow(ctx context.Context, id, version string, d time.Duration) (Workflow, string, error) {
 	if d < 0 || d > MaxWait {
-		return Workflow{}, fmt.Errorf("client: wait %v: from 0s to %v", d, MaxWait)
+		return Workflow{}, version, fmt.Errorf("client: wait %v: from 0s to %v", d, MaxWait)
+	}
+	var q url.Values // none: a version never seen is read at once
+	if version != "" {
+		q = url.Values{"wait": {d.Round(time.Millisecond).String()}, "since": {version}}
 	}
 	var w Workflow
-	q := url.Values{"wait": {d.Round(time.Millisecond).String()}}
-	err := c.call(ctx, http.MethodGet, "/v1/workflows/"+seg(id), q, nil, &w)
-	return w, err
+	a, err := c.do(ctx, http.MethodGet, "/v1/workflows/"+seg(id), q, nil, &w)
+	if err != nil {
+		return w, version, err
+	}
+	return w, a.header.Get("ETag"), nil
 }
 
 // Workflows lists one page of workflows: a rep's own, all of them for a

@@ -261,14 +261,14 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 
 // await reads the workflow until none of its approvals is pending or
 // limit has passed, and answers it with the approvals still pending.
-// Between reads it waits for a change (GET ?wait=), for at most
-// PollInterval: a wait begins from the workflow as it stands then, so an
-// answer given between a read and the next wait is seen only when that
-// wait ends. A sidecar that answers a wait at once (one before ?wait=) is
-// read at most every minGap.
+// Between reads it waits for a change since the version it last read
+// (GET ?wait=&since=), for at most PollInterval, so an answer given
+// between a read and the next wait is seen at once. A sidecar that
+// answers a wait at once (one before ?wait=) is read at most every
+// minGap.
 func (r *rep) await(ctx context.Context, c *client.Client, wf string, limit time.Duration) (client.Workflow, []string, error) {
 	end := time.Now().Add(limit)
-	w, err := c.Workflow(ctx, wf)
+	w, version, err := c.WaitWorkflow(ctx, wf, "", 0)
 	var began time.Time // of the last wait
 	for {
 		if err != nil {
@@ -287,7 +287,7 @@ func (r *rep) await(ctx context.Context, c *client.Client, wf string, limit time
 			}
 		}
 		began = time.Now()
-		w, err = c.WaitWorkflow(ctx, wf, min(left, r.cfg.PollInterval, expiry))
+		w, version, err = c.WaitWorkflow(ctx, wf, version, min(left, r.cfg.PollInterval, expiry))
 	}
 }
 
