@@ -54,7 +54,8 @@ func each[T, U any](in []T, f func(T) U) []U {
 
 func newTools(specs []tool.Spec) client.ToolList {
 	return client.ToolList{Tools: each(specs, func(s tool.Spec) client.Tool {
-		return client.Tool{Name: string(s.Name), Description: s.Description, InputSchema: s.InputSchema}
+		a := client.ToolAnnotations(s.Annotations)
+		return client.Tool{Name: string(s.Name), Description: s.Description, InputSchema: s.InputSchema, Annotations: &a}
 	})}
 }
 
