@@ -66,9 +66,11 @@ func TestApprovalPath(t *testing.T) {
 	if _, created, err = rep.CreateWorkflow(ctx, client.NewWorkflow{ID: "W1", Ticket: "T-1"}); err != nil || created {
 		t.Errorf("opening W1 again: created %v, %v; want the existing one", created, err)
 	}
-	step, err := rep.ProposeStep(ctx, "W1", "issue_refund", map[string]any{"order": "O-1002", "amount": 12000})
-	if err != nil || step.Status != client.StepWaitingApproval || step.Approval == nil || *step.Args.Amount != money.Cents(12000) {
-		t.Fatalf("step %+v, %v", step, err)
+	const because = "the customer says the parcel arrived crushed"
+	step, err := rep.ProposeStepWithReason(ctx, "W1", "issue_refund", map[string]any{"order": "O-1002", "amount": 12000}, because)
+	if err != nil || step.Status != client.StepWaitingApproval || step.Approval == nil || *step.Args.Amount != money.Cents(12000) ||
+		step.AgentReason != because || step.Reason == nil || step.Reason.Next == "" {
+		t.Fatalf("step %+v, %v; want waiting, with the agent's reason and countersign's", step, err)
 	}
 	id := step.Approval.ID
 
@@ -77,7 +79,7 @@ func TestApprovalPath(t *testing.T) {
 	if err != nil || i < 0 {
 		t.Fatalf("lead-dee's queue %+v, %v; want %s", queue, err, id)
 	}
-	if q := queue[i]; q.CanApprove == nil || !*q.CanApprove || q.Rule != "R7-refund-needs-approval" || q.Ticket != "T-1" || q.OrderRefunded == nil {
+	if q := queue[i]; q.CanApprove == nil || !*q.CanApprove || q.Rule != "R7-refund-needs-approval" || q.Ticket != "T-1" || q.OrderRefunded == nil || q.AgentReason != because {
 		t.Errorf("queue item %+v: want can_approve, the rule, the ticket and the refunds made", q)
 	}
 	if mine, err := as("lead-eli").Approvals(ctx, client.ApprovalQuery{Status: client.ApprovalPending}); err != nil || len(mine) != 0 {

@@ -93,10 +93,18 @@ func (c *Client) Workflows(ctx context.Context, q WorkflowQuery) (WorkflowPage, 
 // says what happened; a denied step (403) is answered both as the step,
 // with its Error set, and as an *Error with the same code and rule.
 func (c *Client) ProposeStep(ctx context.Context, wf, tool string, args any) (Step, error) {
+	return c.ProposeStepWithReason(ctx, wf, tool, args, "")
+}
+
+// ProposeStepWithReason is ProposeStep with the agent's own reason for the
+// call (at most 500 characters, one line), which the step and its approval
+// show to a lead; the policy never sees it. "" gives none.
+func (c *Client) ProposeStepWithReason(ctx context.Context, wf, tool string, args any, reason string) (Step, error) {
 	body := struct {
-		Tool string `json:"tool"`
-		Args any    `json:"args"`
-	}{tool, args}
+		Tool   string `json:"tool"`
+		Args   any    `json:"args"`
+		Reason string `json:"reason,omitempty"`
+	}{tool, args, reason}
 	var st Step
 	a, err := c.do(ctx, http.MethodPost, "/v1/workflows/"+seg(wf)+"/steps", nil, body, &st)
 	var ae *Error

@@ -388,11 +388,12 @@ func TestMCPAuthentication(t *testing.T) {
 		got := listed.Tools[i]
 		schema, _ := got.InputSchema.(map[string]any)
 		props, _ := schema["properties"].(map[string]any)
-		if props["workflow"] == nil || props["ticket"] == nil {
-			t.Errorf("%s: schema %v without the workflow and ticket arguments", want.Name, got.InputSchema)
+		if props["workflow"] == nil || props["ticket"] == nil || props["reason"] == nil {
+			t.Errorf("%s: schema %v without the workflow, ticket and reason arguments", want.Name, got.InputSchema)
 		}
 		delete(props, "workflow")
 		delete(props, "ticket")
+		delete(props, "reason")
 		if got.Description != want.Description || !sameJSON(t, schema, want.InputSchema) {
 			t.Errorf("%s: description %q schema %v, want the API's %q %s", want.Name, got.Description, schema, want.Description, want.InputSchema)
 		}

@@ -22,10 +22,12 @@ const (
 )
 
 // The arguments that name a call's workflow, on every tool of a rep's
-// session; the front takes them out of a catalog tool's arguments.
+// session, and the agent's reason for a call, on the catalog's; the front
+// takes them out of a catalog tool's arguments.
 const (
 	workflowArg = "workflow"
 	ticketArg   = "ticket"
+	reasonArg   = "reason"
 )
 
 // targetProperties are the schema of workflowArg and ticketArg.
@@ -33,6 +35,10 @@ const targetProperties = `"workflow":{"type":"string","pattern":"^[A-Za-z0-9._-]
 	`"description":"id of the workflow to work in (a step's answer gives it); default: this session's"},` +
 	`"ticket":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$",` +
 	`"description":"the ticket the work is for: a call opens a workflow for a ticket new to this session; with workflow, that workflow's ticket"}`
+
+// reasonProperty is the schema of reasonArg, on the catalog's tools.
+const reasonProperty = `"reason":{"type":"string","maxLength":500,` +
+	`"description":"why you make this call, in one line: shown to the lead who approves it; never used by policy"}`
 
 var (
 	statusSchema = json.RawMessage(`{"type":"object","properties":{` + targetProperties + `},"additionalProperties":false}`)
@@ -56,8 +62,9 @@ type rep struct {
 // opened is a workflow this session opened (or found again) by its ticket.
 type opened struct{ id, ticket string }
 
-// target names a workflow: an id, a ticket, or both.
-type target struct{ workflow, ticket string }
+// target names a workflow: an id, a ticket, or both; reason is the
+// agent's own reason for the call, which travels with it.
+type target struct{ workflow, ticket, reason string }
 
 func (t target) named() bool { return t.workflow != "" || t.ticket != "" }
 
@@ -93,8 +100,8 @@ func catalogHints(a *client.ToolAnnotations) *mcp.ToolAnnotations {
 		IdempotentHint: a.Idempotent, OpenWorldHint: &a.OpenWorld}
 }
 
-// withTarget is a catalog tool's input schema with workflowArg and
-// ticketArg added to its properties, strict as it was. A schema that is
+// withTarget is a catalog tool's input schema with workflowArg,
+// ticketArg and reasonArg added to its properties, strict as it was. A schema that is
 // not an object with properties, or that has either name already, is an
 // error.
 func withTarget(schema json.RawMessage) (json.RawMessage, error) {
@@ -107,7 +114,7 @@ func withTarget(schema json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("the schema has no properties object")
 	}
 	var own map[string]json.RawMessage
-	if err := json.Unmarshal([]byte("{"+targetProperties+"}"), &own); err != nil {
+	if err := json.Unmarshal([]byte("{"+targetProperties+","+reasonProperty+"}"), &own); err != nil {
 		return nil, err
 	}
 	for name, p := range own {
@@ -125,7 +132,7 @@ func withTarget(schema json.RawMessage) (json.RawMessage, error) {
 
 // governed proposes a call of a catalog tool as a step of the workflow
 // it names (see target), with its arguments as they came but for
-// workflowArg and ticketArg.
+// workflowArg, ticketArg and reasonArg.
 func (r *rep) governed(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, named, err := takeTarget(req.Params.Arguments)
@@ -157,10 +164,10 @@ func (r *rep) propose(ctx context.Context, req *mcp.CallToolRequest, name string
 	if len(raw) == 0 {
 		args = nil // no arguments: "args": null, as /v1 would get it
 	}
-	return stepResult(c.ProposeStep(ctx, wf, name, args))
+	return stepResult(c.ProposeStepWithReason(ctx, wf, name, args, named.reason))
 }
 
-// takeTarget takes workflowArg and ticketArg out of a catalog tool's
+// takeTarget takes workflowArg, ticketArg and reasonArg out of a catalog tool's
 // arguments and returns the rest: as they came, byte for byte, when
 // neither is there. An empty string names nothing. Arguments that are not
 // one clean object are returned as they came, for /v1 to answer.
@@ -174,7 +181,7 @@ func takeTarget(raw json.RawMessage) (json.RawMessage, target, error) {
 	for _, f := range []struct {
 		name string
 		to   *string
-	}{{workflowArg, &t.workflow}, {ticketArg, &t.ticket}} {
+	}{{workflowArg, &t.workflow}, {ticketArg, &t.ticket}, {reasonArg, &t.reason}} {
 		v, ok, err := m.Take(f.name)
 		if err != nil {
 			return nil, target{}, argsError(err)
@@ -207,7 +214,7 @@ func (r *rep) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if res != nil {
 		return res, nil
 	}
-	wf, err := r.find(ctx, c, r.target(req, target{in.Workflow, in.Ticket}))
+	wf, err := r.find(ctx, c, r.target(req, target{workflow: in.Workflow, ticket: in.Ticket}))
 	if err != nil {
 		return errorResult(err), nil
 	}
@@ -241,7 +248,7 @@ func (r *rep) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 	if res != nil {
 		return res, nil
 	}
-	wf, err := r.find(ctx, c, r.target(req, target{in.Workflow, in.Ticket}))
+	wf, err := r.find(ctx, c, r.target(req, target{workflow: in.Workflow, ticket: in.Ticket}))
 	if err != nil {
 		return errorResult(err), nil
 	}
@@ -313,7 +320,7 @@ func (r *rep) target(req *mcp.CallToolRequest, named target) target {
 	if named.named() {
 		return named
 	}
-	if d := (target{r.cfg.Workflow, r.cfg.Ticket}); d.named() {
+	if d := (target{workflow: r.cfg.Workflow, ticket: r.cfg.Ticket}); d.named() {
 		return d
 	}
 	if req.Session != nil && req.Session.ID() != "" {

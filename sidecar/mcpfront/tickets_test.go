@@ -22,8 +22,12 @@ func TestMCPOneSessionManyTickets(t *testing.T) {
 
 	var a1, b1, a2 client.Step
 	structured(t, call(t, cs, "issue_refund", map[string]any{"order": "O-1001", "amount": 3000, "ticket": "T-A"}), &a1)
-	res := call(t, cs, "issue_refund", map[string]any{"order": "O-1002", "amount": 12000, "workflow": "W-B", "ticket": "T-B"})
+	const because = "the customer says the parcel arrived crushed"
+	res := call(t, cs, "issue_refund", map[string]any{"order": "O-1002", "amount": 12000, "workflow": "W-B", "ticket": "T-B", "reason": because})
 	structured(t, res, &b1)
+	if b1.AgentReason != because || b1.Reason == nil {
+		t.Errorf("the step's agent_reason %q and reason %+v: want the agent's words and countersign's reason", b1.AgentReason, b1.Reason)
+	}
 	structured(t, call(t, cs, "lookup_order", map[string]any{"order": "O-1001", "ticket": "T-A"}), &a2)
 	if a1.Status != client.StepDone || a1.Workflow == "" || a1.Workflow == "W-B" || a2.Workflow != a1.Workflow || a2.N != 2 {
 		t.Errorf("ticket T-A: steps %s/%d %s and %s/%d, want both in one workflow, the refund done", a1.Workflow, a1.N, a1.Status, a2.Workflow, a2.N)
