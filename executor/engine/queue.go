@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -17,9 +19,38 @@ const CodeNotPending = "not_pending"
 type ApprovalQuery struct {
 	// Status keeps only approvals with it; empty keeps all.
 	Status store.ApprovalStatus
+	// Approver keeps only the approvals that person decided: approved or
+	// rejected, whatever became of them since (used, void, expired).
+	// Requester keeps only those the rep's calls asked for. Both compare
+	// ids as every same-person check does (identity.Same); empty keeps
+	// all.
+	Approver, Requester string
+	// Region keeps only approvals requested in that region (any case);
+	// empty keeps all.
+	Region string
 	// All keeps pending approvals the person may not approve too. An
 	// operator, who approves nothing, always sees all.
 	All bool
+	// Facts also reads what a lead's card shows beyond the approval
+	// itself: the decision that asked (ApprovalItem.Asked) and the
+	// refunds already on the order (ApprovalItem.OrderRefunds). It costs
+	// two index reads per item, so only the page asks for it.
+	Facts bool
+}
+
+// keeps reports whether q selects a, before anyone judges it.
+func (q ApprovalQuery) keeps(a store.Approval) bool {
+	switch {
+	case q.Status != "" && a.Status != q.Status:
+		return false
+	case q.Approver != "" && (a.Approver == "" || !identity.Same(a.Approver, q.Approver)):
+		return false
+	case q.Requester != "" && !identity.Same(a.Requester, q.Requester):
+		return false
+	case q.Region != "" && !strings.EqualFold(a.RequesterRegion, q.Region):
+		return false
+	}
+	return true
 }
 
 // ApprovalItem is an approval as a lead reviews it: the call, what the
@@ -51,7 +82,7 @@ func (e *Engine) ApprovalQueue(ctx context.Context, p Person, q ApprovalQuery) (
 	var items []ApprovalItem
 	err := e.db.View(func(tx *store.Tx) error {
 		items = items[:0]
-		list, err := tx.Approvals(func(a store.Approval) bool { return q.Status == "" || a.Status == q.Status })
+		list, err := tx.Approvals(q.keeps)
 		if err != nil {
 			return err
 		}
