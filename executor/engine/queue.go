@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/executor/identity"
@@ -28,9 +27,6 @@ type ApprovalQuery struct {
 	// ids as every same-person check does (identity.Same); empty keeps
 	// all.
 	Approver, Requester string
-	// Region keeps only approvals requested in that region (any case);
-	// empty keeps all.
-	Region string
 	// All keeps pending approvals the person may not approve too. An
 	// operator, who approves nothing, always sees all.
 	All bool
@@ -49,8 +45,6 @@ func (q ApprovalQuery) keeps(a store.Approval) bool {
 	case q.Approver != "" && (a.Approver == "" || !identity.Same(a.Approver, q.Approver)):
 		return false
 	case q.Requester != "" && !identity.Same(a.Requester, q.Requester):
-		return false
-	case q.Region != "" && !strings.EqualFold(a.RequesterRegion, q.Region):
 		return false
 	}
 	return true
