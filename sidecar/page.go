@@ -14,6 +14,7 @@ import (
 func (s *Server) leadPage() *leadpage.Page {
 	return leadpage.New(leadpage.Options{
 		Approvals: s.opts.Engine, Auth: s.opts.Auth, DevLogins: s.opts.DevLogins,
+		SignIn: s.opts.SignIn, PasteTokens: s.opts.PasteTokens,
 		Clock: s.opts.Clock, Logger: s.opts.Logger, Sessions: s.opts.PageSessions,
 		Explain: func(err error) leadpage.Refusal {
 			ae := classify(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -345,7 +346,16 @@ func (s *Server) listApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.opts.Engine.ApprovalQueue(c.Request().Context(), person(c), engine.ApprovalQuery{Status: status, All: all})
+	approver, err := personQuery(c, "approver")
+	if err != nil {
+		return err
+	}
+	requester, err := personQuery(c, "requester")
+	if err != nil {
+		return err
+	}
+	list, err := s.opts.Engine.ApprovalQueue(c.Request().Context(), person(c),
+		engine.ApprovalQuery{Status: status, All: all, Approver: approver, Requester: requester})
 	if err != nil {
 		return err
 	}
@@ -567,6 +577,20 @@ func boolQuery(c echo.Context, name string) (bool, error) {
 		return true, nil
 	}
 	return false, newError(http.StatusBadRequest, "invalid_query", "%s: %q is neither true nor false", name, clip(c.QueryParam(name)))
+}
+
+// personQuery reads an optional query parameter that names a person (a
+// token's sub): one that no token could carry is a 400 invalid_query
+// rather than a filter that silently matches nothing.
+func personQuery(c echo.Context, name string) (string, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return "", nil
+	}
+	if _, err := identity.Canonical(v); err != nil || len(v) > authn.MaxSubjectBytes {
+		return "", newError(http.StatusBadRequest, "invalid_query", "%s: %q is not a person's id (a token's sub, such as lead-eli)", name, clip(v))
+	}
+	return v, nil
 }
 
 // readBundle reads an upload under the bundle's own bound, which the

@@ -60,6 +60,11 @@ type Options struct {
 	// DevLogins are the one-click sign-ins of the lead's page in dev mode
 	// (person id to token); empty in production.
 	DevLogins map[string]string
+	// SignIn, when set, signs leads in to the page with the
+	// organisation's OpenID Connect provider; PasteTokens (dev mode only)
+	// lets the page's sign-in take a pasted bearer token.
+	SignIn      leadpage.SignIn
+	PasteTokens bool
 	// PageSessions keep the lead's page's signed-in browsers; nil, in
 	// memory. Sidecars sharing a store pass leadpage.NewStoreSessions.
 	PageSessions leadpage.Sessions

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/mcpfront"
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 // serveFlags are serve's command line.
@@ -44,12 +45,17 @@ type serveFlags struct {
 	keyFile string
 	// mcpOrigins are the web origins whose pages may call /mcp.
 	mcpOrigins []string
-	// publicURL is the sidecar's base URL as clients reach it.
+	// publicURL is the sidecar's base URL as clients and browsers reach it.
 	publicURL string
 	// notifyWebhook gets the approval notices, signed with the secret in
 	// notifySecretFile.
 	notifyWebhook    string
 	notifySecretFile string
+	// oidcIssuer, oidcClientID and oidcSecretFile sign leads in to the
+	// page.
+	oidcIssuer     string
+	oidcClientID   string
+	oidcSecretFile string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -95,6 +101,15 @@ first sidecar may run --dev --store URL; others join with the production
 flags pointed at its endpoints (DIR/dev-endpoints.json) and the same
 --store. Every sidecar of the fleet, the first included, takes the same
 --key-file, which seals the fleet's signing keys in the database.
+
+The lead's page (/approvals) signs leads in with the organisation's
+OpenID Connect provider: --oidc-issuer, --oidc-client-id and
+--oidc-client-secret-file name the provider and this sidecar's
+registration there, whose redirect URL is --public-url (the sidecar as
+browsers reach it; default its own address) followed by /login/callback.
+The provider's ID tokens must carry the claims of the API's bearer tokens
+(sub, role lead, region, approve_limit). Without them the page says how
+to configure sign-in; --dev signs in at the dev identity provider.
 
 A web page may call /mcp only from an origin listed in
 --mcp-allowed-origins (none by default): a request whose Origin header is
@@ -144,11 +159,16 @@ Countersign-Signature header with the secret in
 	cmd.Flags().StringSliceVar(&f.mcpOrigins, "mcp-allowed-origins", nil,
 		"web origins (scheme://host[:port], comma-separated or repeated; \"null\" for opaque origins) whose pages may call /mcp; a request with another Origin header is 403 forbidden_origin, one without Origin is not concerned (default none)")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "",
-		"the sidecar's base URL as clients reach it, through any proxy in front (e.g. https://countersign.example.com): /mcp's OAuth protected resource metadata names URLs under it (default: each request's own scheme and Host)")
+		"the sidecar's base URL as clients and browsers reach it, through any proxy in front (scheme://host[:port], e.g. https://countersign.example.com): /mcp's OAuth protected resource metadata, the lead page's sign-in redirect URL (it + /login/callback) and the notices' links are under it (default: each request's own scheme and Host, or the sidecar's own address)")
 	cmd.Flags().StringVar(&f.notifyWebhook, "notify-webhook", "",
 		"URL to POST each approval requested and each decision on it to (JSON with a Slack-compatible text field), signed with --notify-webhook-secret-file")
 	cmd.Flags().StringVar(&f.notifySecretFile, "notify-webhook-secret-file", "",
 		"file holding the secret the notices are signed with (HMAC-SHA256, header Countersign-Signature); the receiver keeps the same (required with --notify-webhook)")
+	cmd.Flags().StringVar(&f.oidcIssuer, "oidc-issuer", "",
+		"the lead page's sign-in: the OpenID Connect provider's issuer URL (its discovery document is read at start; without --dev)")
+	cmd.Flags().StringVar(&f.oidcClientID, "oidc-client-id", "", "with --oidc-issuer: this sidecar's client id at the provider")
+	cmd.Flags().StringVar(&f.oidcSecretFile, "oidc-client-secret-file", "",
+		"with --oidc-issuer: a file holding the client's secret (mode 0600; surrounding white space is ignored)")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	return cmd
@@ -162,6 +182,9 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	}
 	if f.dev && f.verificationKey != "" {
 		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
+	}
+	if f.dev && (f.oidcIssuer != "" || f.oidcClientID != "" || f.oidcSecretFile != "") {
+		return errors.New("--oidc-issuer, --oidc-client-id and --oidc-client-secret-file are for production: --dev signs leads in at the dev identity provider")
 	}
 	if f.dev && f.keyFile != "" && f.storeURL == "" {
 		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
@@ -325,11 +348,15 @@ func (f serveFlags) production() (stack.Options, error) {
 	if err != nil {
 		problems = append(problems, err)
 	}
+	signIn, err := f.signIn()
+	if err != nil {
+		problems = append(problems, err)
+	}
 	if len(problems) > 0 {
 		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
-		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL}, nil
+		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL, SignIn: signIn}, nil
 }
 
 // notifySecret reads --notify-webhook-secret-file when --notify-webhook is
@@ -353,6 +380,38 @@ func (f serveFlags) notifySecret() ([]byte, error) {
 		return nil, fmt.Errorf("--notify-webhook-secret-file: %w: %s", err, howTo(f.notifySecretFile))
 	}
 	return secret, nil
+}
+
+// signIn reads the --oidc-* flags and --public-url: nil when no provider
+// is given, every problem at once when they do not fit together.
+func (f serveFlags) signIn() (*signin.Options, error) {
+	if f.oidcIssuer == "" && f.oidcClientID == "" && f.oidcSecretFile == "" {
+		return nil, nil
+	}
+	var problems []error
+	if !isBaseURL(f.oidcIssuer) {
+		problems = append(problems, fmt.Errorf("--oidc-issuer must be the provider's issuer URL (got %q)", f.oidcIssuer))
+	}
+	if f.oidcClientID == "" {
+		problems = append(problems, errors.New("--oidc-client-id must name this sidecar's client at the provider"))
+	}
+	o := &signin.Options{Issuer: f.oidcIssuer, ClientID: f.oidcClientID}
+	if f.oidcSecretFile == "" {
+		problems = append(problems, errors.New("--oidc-client-secret-file must name the file holding the client's secret"))
+	} else if b, err := os.ReadFile(f.oidcSecretFile); err != nil {
+		problems = append(problems, fmt.Errorf("--oidc-client-secret-file: %w", err))
+	} else if o.ClientSecret = strings.TrimSpace(string(b)); o.ClientSecret == "" {
+		problems = append(problems, fmt.Errorf("--oidc-client-secret-file %s is empty", f.oidcSecretFile))
+	}
+	if f.publicURL != "" {
+		u, err := url.Parse(f.publicURL)
+		if err != nil || !isBaseURL(f.publicURL) || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+			problems = append(problems, fmt.Errorf("--public-url must be scheme://host[:port] without a path (got %q)", f.publicURL))
+		} else {
+			o.RedirectURL = strings.TrimSuffix(f.publicURL, "/") + signin.CallbackPath
+		}
+	}
+	return o, errors.Join(problems...)
 }
 
 // keyEncryptionKey reads --key-file, or nil when it is not given.

@@ -219,3 +219,45 @@ func TestNotifyWebhookFlags(t *testing.T) {
 		}
 	}
 }
+
+// --oidc-issuer, --oidc-client-id and --oidc-client-secret-file come
+// together (every missing one named at once), the secret is read from its
+// file without surrounding white space, and --public-url, when given, is
+// the base of the redirect URL; --dev signs in at its own provider.
+func TestOIDCFlags(t *testing.T) {
+	prod := serveFlags{data: "/var/lib/cs", agent: "support-agent", ledgerURL: "http://127.0.0.1:1", ordersURL: "https://orders.example",
+		issuer: "idp", issuerJWKS: "https://idp.example/jwks.json"}
+	if o, err := prod.production(); err != nil || o.SignIn != nil {
+		t.Fatalf("without --oidc-*: %+v %v, want no sign-in", o.SignIn, err)
+	}
+
+	f := prod
+	f.oidcIssuer, f.publicURL = "idp.example", "https://cs.example/approvals"
+	_, err := f.production()
+	for _, want := range []string{"--oidc-issuer must", "--oidc-client-id", "--oidc-client-secret-file", "--public-url"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f = prod
+	f.oidcIssuer, f.oidcClientID, f.oidcSecretFile, f.publicURL = "https://idp.example", "countersign", secret, "https://cs.example"
+	o, err := f.production()
+	if err != nil || o.SignIn == nil || o.SignIn.ClientSecret != "s3cret" || o.SignIn.RedirectURL != "https://cs.example/login/callback" ||
+		o.SignIn.Issuer != "https://idp.example" || o.SignIn.ClientID != "countersign" {
+		t.Fatalf("%+v %v", o.SignIn, err)
+	}
+	f.publicURL = ""
+	if o, err := f.production(); err != nil || o.SignIn.RedirectURL != "" {
+		t.Errorf("without --public-url the redirect URL is left to the stack (its own address): %+v %v", o.SignIn, err)
+	}
+
+	dev := serveFlags{dev: true, data: t.TempDir(), oidcIssuer: "https://idp.example"}
+	if err := dev.run(newServeCmd()); err == nil || !strings.Contains(err.Error(), "--dev signs leads in at the dev identity provider") {
+		t.Errorf("--dev with --oidc-issuer: %v", err)
+	}
+}

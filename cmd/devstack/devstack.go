@@ -13,6 +13,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ import (
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/sim/simserver"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 // Options configure a dev stack. DataDir is required.
@@ -103,6 +105,9 @@ type Endpoints struct {
 	Ledger     string `json:"ledger"`
 	Orders     string `json:"orders"`
 	IssuerJWKS string `json:"issuer_jwks"`
+	// OIDCIssuer is the dev identity provider as an OpenID Connect
+	// provider: the lead's page signs in there.
+	OIDCIssuer string `json:"oidc_issuer"`
 }
 
 // Stack is a running system: the production stack and the simulators it
@@ -115,10 +120,18 @@ type Stack struct {
 	Ledger *ledger.Server
 	Orders *orders.Server
 	IdP    *idp.Issuer
+	// OIDC is the identity provider's OpenID Connect face, where the
+	// lead's page signs in (tests set its faults).
+	OIDC *idp.Provider
 
 	issuers []authn.Issuer
+	signIn  *signin.Options
 	closers []func() error
 }
+
+// DevClientID is the lead page's client id at the dev identity provider;
+// its secret is drawn afresh at every start.
+const DevClientID = "countersign-lead-page"
 
 // The simulators' directories under the data directory, beside the
 // sidecar's stack.StoreFile.
@@ -192,7 +205,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		Bundle: o.Bundle, FirstBundle: embeddedP1, ActivatedBy: "dev-mode",
 		Clock: o.Clock, Controls: o.Controls, Failpoint: o.Failpoint, Logger: o.Logger, Entropy: o.Entropy,
 		Background: o.Background, PolicyTimeout: timeout, AttemptTimeout: o.AttemptTimeout,
-		DevLogins: st.leadTokens(), MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
+		DevLogins: st.leadTokens(), PasteTokens: true, SignIn: st.signIn, MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 		NotifyWebhook: o.NotifyWebhook, NotifyWebhookSecret: o.NotifyWebhookSecret,
 	}
@@ -253,15 +266,29 @@ func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
 	return st.startIdP(o)
 }
 
-// startIdP starts the dev identity provider, whose keys the sidecar trusts.
+// startIdP starts the dev identity provider, whose keys the sidecar trusts
+// and where the lead's page signs in (OpenID Connect, the sidecar its one
+// client).
 func (st *Stack) startIdP(o Options) (err error) {
 	if st.IdP, err = idp.Open(idp.Options{Dir: o.DataDir, Clock: o.Clock}); err != nil {
 		return err
 	}
-	if st.Endpoints.IssuerJWKS, err = st.serve("issuer", st.IdP.JWKSHandler()); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("devstack: listen for the identity provider: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	page := signin.Options{Issuer: base, ClientID: DevClientID, ClientSecret: rand.Text(),
+		RedirectURL: st.Endpoints.Sidecar + signin.CallbackPath}
+	st.OIDC, err = st.IdP.Provider(idp.ProviderOptions{URL: base, People: fixture.People(),
+		Clients: []idp.Client{{ID: page.ClientID, Secret: page.ClientSecret, RedirectURIs: []string{page.RedirectURL}}}})
+	if err != nil {
+		ln.Close()
 		return err
 	}
-	st.Endpoints.IssuerJWKS += "/.well-known/jwks.json"
+	st.serveOn(ln, st.OIDC)
+	st.signIn = &page
+	st.Endpoints.IssuerJWKS, st.Endpoints.OIDCIssuer = base+"/.well-known/jwks.json", base
 	if st.Tokens, err = st.IdP.Tokens(fixture.People(), idp.DevTokenTTL); err != nil {
 		return err
 	}
@@ -275,10 +302,15 @@ func (st *Stack) serve(name string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("devstack: listen for %s: %w", name, err)
 	}
+	st.serveOn(ln, h)
+	return "http://" + ln.Addr().String(), nil
+}
+
+// serveOn serves h on ln until Close.
+func (st *Stack) serveOn(ln net.Listener, h http.Handler) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	st.closers = append(st.closers, func() error { return srv.Close() })
-	return "http://" + ln.Addr().String(), nil
 }
 
 // WriteFiles writes dev-endpoints.json and dev-tokens.json (0600) into dir.

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/mcpfront"
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 // Defaults of Options.
@@ -107,6 +108,15 @@ type Options struct {
 	// DevLogins are the one-click sign-ins of the lead's page (person id
 	// to token): the dev stack's fixture leads. Production sets none.
 	DevLogins map[string]string
+	// PasteTokens lets the lead's page sign in with a pasted bearer
+	// token: the dev stack's. Production signs in through SignIn.
+	PasteTokens bool
+	// SignIn, when set, signs leads in to the page with that OpenID
+	// Connect provider (serve --oidc-issuer ...). Its RedirectURL, when
+	// empty, is the sidecar's own URL + signin.CallbackPath (serve
+	// --public-url sets it for browsers that reach the sidecar elsewhere);
+	// its Clock is Clock. The provider's discovery is read at start.
+	SignIn *signin.Options
 	// KeyEncryptionKey seals the signing keys of actor tokens kept in a
 	// shared store (PostgreSQL), where every sidecar of the fleet mints
 	// with the same key: required there, the same for every sidecar

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/countersign/countersign/sidecar/authn"
 	"github.com/countersign/countersign/sidecar/leadpage"
 	"github.com/countersign/countersign/sidecar/mcpfront"
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 // Stack is a running sidecar and the pieces behind it.
@@ -135,7 +137,11 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	st.Server = st.newServer(o, m, origins)
+	signIn, err := st.openSignIn(ctx, o)
+	if err != nil {
+		return err
+	}
+	st.Server = st.newServer(o, m, origins, signIn)
 	st.serve(o, m)
 	return st.resume(ctx, o)
 }
@@ -309,18 +315,39 @@ func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Moni
 // (which openAuthority has made sure of), so that a lead signed in on one
 // sidecar is signed in on every one; alone on bbolt, in memory, so that a
 // restart signs everyone out.
-func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins) *sidecar.Server {
+func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signIn leadpage.SignIn) *sidecar.Server {
 	var sessions leadpage.Sessions
 	if st.Store.Shared() {
 		sessions = leadpage.NewStoreSessions(st.Store, o.KeyEncryptionKey, o.Clock)
 	}
 	return sidecar.New(sidecar.Options{
+		SignIn: signIn, PasteTokens: o.PasteTokens,
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
 		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 		PageSessions: sessions, MCPOrigins: origins,
 		PublicURL: o.PublicURL, AuthorizationServers: authorizationServers(o.Issuers),
 	})
+}
+
+// openSignIn reads the discovery document of o.SignIn's provider, so that
+// one that cannot be reached or does not fit stops the start; nil without
+// one.
+func (st *Stack) openSignIn(ctx context.Context, o Options) (leadpage.SignIn, error) {
+	if o.SignIn == nil {
+		return nil, nil
+	}
+	so := *o.SignIn
+	if so.RedirectURL == "" {
+		so.RedirectURL = st.URL + signin.CallbackPath
+	}
+	so.Clock = o.Clock
+	p, err := signin.New(ctx, so)
+	if err != nil {
+		return nil, fmt.Errorf("the lead page's sign-in: %w", err)
+	}
+	o.Logger.Info("the lead page signs in with OpenID Connect", "issuer", p.Issuer(), "redirect_url", p.RedirectURL())
+	return p, nil
 }
 
 // serve starts the sidecar on the reserved socket and, with o.Background,

@@ -87,7 +87,12 @@ func Open(path string, opts Options) (*DB, error) {
 		b.Close()
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
-	return &DB{kv: &boltStore{db: b, group: groupcommit.New(b, opts.MaxBatch)}}, nil
+	db := &DB{kv: &boltStore{db: b, group: groupcommit.New(b, opts.MaxBatch)}}
+	if err := db.buildOrderRefunds(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // classifyOpen adds ErrUnwritable to an error that a person fixes by

@@ -78,6 +78,11 @@
 // its start (spent.go). The cost of a decision therefore grows neither with
 // the whole history nor with the refunds inside the window.
 //
+// The same transitions keep each order's list of its spent refunds
+// (OrderRefunds: workflow, step, rep, amount), which a lead reviewing a
+// request on the order is shown; a store written before the list existed
+// gets it built once at open.
+//
 // A reship step counts for its order in the same statuses; PutStep keeps a
 // count per order (OrderReships), across all workflows, so the rules can
 // limit how often one order is reshipped with one key read.

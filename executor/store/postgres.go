@@ -56,7 +56,12 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*DB, e
 		pool.Close()
 		return nil, fmt.Errorf("open store on PostgreSQL %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
 	}
-	return &DB{kv: &pgStore{pool: pool, opts: opts, pending: map[chan struct{}]bool{}}}, nil
+	db := &DB{kv: &pgStore{pool: pool, opts: opts, pending: map[chan struct{}]bool{}}}
+	if err := db.buildOrderRefunds(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store on PostgreSQL %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+	}
+	return db, nil
 }
 
 // pgStore is the PostgreSQL backend: every transaction is one PostgreSQL

@@ -6,7 +6,6 @@ import (
 
 	"github.com/countersign/countersign/executor/identity"
 	"github.com/countersign/countersign/executor/money"
-	"github.com/countersign/countersign/executor/tool"
 )
 
 // stepKey is workflow id, NUL, n as 4 big-endian bytes: a workflow's steps
@@ -60,11 +59,11 @@ func (t *Tx) StepByCall(wf, call string) (Step, error) {
 	return t.Step(wf, int(binary.BigEndian.Uint32(raw)))
 }
 
-// PutStep stores s and keeps the call index, the spending indexes and the
-// reship index consistent with its status: a refund is added to the
-// spending indexes when it enters a spent status (s.ReservedAt must then be
-// set) and removed when it leaves; a reship is counted for its order the
-// same way.
+// PutStep stores s and keeps the call index, the spending indexes (the
+// order's list of refunds among them) and the reship index consistent
+// with its status: a refund is added to the spending indexes when it
+// enters a spent status (s.ReservedAt must then be set) and removed when
+// it leaves; a reship is counted for its order the same way.
 func (t *Tx) PutStep(s Step) error {
 	key := stepKey(s.Workflow, s.N)
 	var old Step
@@ -79,8 +78,8 @@ func (t *Tx) PutStep(s Step) error {
 			return err
 		}
 	}
-	wasSpent := hadOld && old.Tool == tool.IssueRefund && old.Status.Spent()
-	isSpent := s.Tool == tool.IssueRefund && s.Status.Spent()
+	wasSpent := hadOld && refundSpent(old)
+	isSpent := refundSpent(s)
 	switch {
 	case wasSpent && !isSpent:
 		if err := t.unspend(old); err != nil {
@@ -124,7 +123,11 @@ func (t *Tx) spend(s Step) error {
 	if err := t.addOrderSpent(s.Args.Order, s.Args.Amount); err != nil {
 		return err
 	}
-	if err := repSpent.put(t, t.stepUser(s), s); err != nil {
+	user := t.stepUser(s)
+	if err := t.listOrderRefund(s, user); err != nil {
+		return err
+	}
+	if err := repSpent.put(t, user, s); err != nil {
 		return err
 	}
 	return agentSpent.put(t, "", s)
@@ -132,6 +135,9 @@ func (t *Tx) spend(s Step) error {
 
 func (t *Tx) unspend(s Step) error {
 	if err := t.addOrderSpent(s.Args.Order, -s.Args.Amount); err != nil {
+		return err
+	}
+	if err := t.unlistOrderRefund(s); err != nil {
 		return err
 	}
 	if err := repSpent.delete(t, t.stepUser(s), s); err != nil {

@@ -24,7 +24,8 @@ var (
 	bMeta        = []byte("meta")
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
-		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bFences, bAlerts, bPageSessions}
+		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bFences, bAlerts, bPageSessions,
+		bOrderRefunds}
 )
 
 // DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).

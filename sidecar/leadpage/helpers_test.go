@@ -173,11 +173,21 @@ func api(t *testing.T, st *devstack.Stack, method, path, who string, body any) (
 // returns the approval it waits on.
 func requestRefund(t *testing.T, st *devstack.Stack, who, wf, order string, cents int64) string {
 	t.Helper()
+	return requestRefundBecause(t, st, who, wf, order, cents, "")
+}
+
+// requestRefundBecause is requestRefund with the agent's stated reason
+// ("" for none).
+func requestRefundBecause(t *testing.T, st *devstack.Stack, who, wf, order string, cents int64, reason string) string {
+	t.Helper()
+	call := map[string]any{"tool": "issue_refund", "args": map[string]any{"order": order, "amount": cents}}
+	if reason != "" {
+		call["reason"] = reason
+	}
 	if s, b := api(t, st, http.MethodPost, "/v1/workflows", who, map[string]string{"id": wf, "ticket": "T-" + wf}); s != http.StatusCreated {
 		t.Fatalf("create workflow %s: %d %s", wf, s, b)
 	}
-	s, b := api(t, st, http.MethodPost, "/v1/workflows/"+wf+"/steps", who,
-		map[string]any{"tool": "issue_refund", "args": map[string]any{"order": order, "amount": cents}})
+	s, b := api(t, st, http.MethodPost, "/v1/workflows/"+wf+"/steps", who, call)
 	var step struct {
 		Status   string `json:"status"`
 		Approval struct {

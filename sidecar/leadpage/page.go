@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/sidecar/authn"
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 // Approvals is the engine as the page uses it: the queue as a lead sees
@@ -28,6 +31,18 @@ type Approvals interface {
 type Verifier interface {
 	Verify(ctx context.Context, raw string) (authn.Principal, error)
 }
+
+// SignIn is the organisation's OpenID Connect provider as the page uses
+// it (signin.Provider): begin a sign-in, finish it at the callback, and
+// verify the ID token a session keeps on every request.
+type SignIn interface {
+	Begin() (signin.Attempt, string)
+	Finish(ctx context.Context, a signin.Attempt, callback url.Values) (string, authn.Principal, error)
+	Verify(ctx context.Context, idToken string) (authn.Principal, error)
+	Issuer() string
+}
+
+var _ SignIn = (*signin.Provider)(nil)
 
 // Refusal is how the API answers an error: its HTTP status, its stable
 // code and a message that says what to do.
@@ -45,9 +60,19 @@ type Options struct {
 	// Explain maps an error of Approvals or Auth to the API's answer, so
 	// that the page shows the code and status the API would.
 	Explain func(error) Refusal
+	// SignIn, when set, signs leads in with the organisation's OpenID
+	// Connect provider (serve --oidc-issuer): the sign-in page offers it.
+	SignIn SignIn
+	// PasteTokens, in dev mode only, lets a person sign in by pasting a
+	// bearer token. Without it (production) POST /login is refused and a
+	// sidecar without SignIn says how to configure sign-in.
+	PasteTokens bool
 	// DevLogins, in dev mode only, are tokens of fixture leads offered as
 	// one-click sign-ins, by person id. Empty in production.
 	DevLogins map[string]string
+	// Refresh is how often the queue's script asks whether the queue
+	// changed; zero, DefaultRefresh.
+	Refresh time.Duration
 	// Clock is the now of sessions and of the time left; nil, the wall clock.
 	Clock clock.Clock
 	// Sessions keep the signed-in browsers; nil, NewMemorySessions (a
@@ -66,8 +91,14 @@ type Page struct {
 	views    *views
 }
 
+// DefaultRefresh is how often an open queue asks for changes.
+const DefaultRefresh = 5 * time.Second
+
 // New builds the page.
 func New(o Options) *Page {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
 	if o.Clock == nil {
 		o.Clock = clock.Wall{}
 	}
@@ -84,8 +115,12 @@ func New(o Options) *Page {
 func (p *Page) Mount(e *echo.Echo) {
 	e.GET("/login", p.loginForm)
 	e.POST("/login", p.login)
+	e.GET("/login/oidc", p.beginSignIn)
+	e.GET(signin.CallbackPath, p.finishSignIn)
 	e.POST("/logout", p.signedIn(p.logout))
 	e.GET("/approvals", p.signedIn(p.queue))
+	e.GET("/approvals/fragment", p.signedIn(p.fragment))
+	e.GET("/approvals/page.js", p.script)
 	e.POST("/approvals/:id/approve", p.signedIn(p.decide(verbApprove)))
 	e.POST("/approvals/:id/reject", p.signedIn(p.decide(verbReject)))
 }
@@ -135,9 +170,9 @@ func (p *Page) signedIn(h func(echo.Context, visitor) error) echo.HandlerFunc {
 		}
 		// Verified again on every request, so that a key the issuer
 		// rotated out ends the session at once, as it ends the token.
-		who, err := p.opts.Auth.Verify(ctx, ss.Token)
+		who, err := p.verify(ctx, ss.Token)
 		if err != nil {
-			return p.endSession(c, ck.Value, p.opts.Explain(err).Code)
+			return p.endSession(c, ck.Value, p.refusal(err).Code)
 		}
 		v := visitor{id: ck.Value, Session: ss, who: who}
 		if c.Request().Method == http.MethodPost && !sameToken(c.Request().PostFormValue("csrf"), ss.CSRF) {
@@ -168,9 +203,12 @@ func (p *Page) loginForm(c echo.Context) error {
 	return p.renderLogin(c, http.StatusOK, nil)
 }
 
-// login signs a person in with a pasted bearer token or, in dev mode, a
+// login signs a person in, in dev mode, with a pasted bearer token or a
 // fixture lead's token.
 func (p *Page) login(c echo.Context) error {
+	if !p.opts.PasteTokens {
+		return p.renderLogin(c, http.StatusForbidden, &pasteRefusal)
+	}
 	ck, err := c.Cookie(loginCookie)
 	if err != nil || !sameToken(c.Request().PostFormValue("csrf"), ck.Value) {
 		return p.renderLogin(c, http.StatusForbidden, &csrfRefusal)
@@ -196,21 +234,49 @@ func (p *Page) login(c echo.Context) error {
 		return p.renderLogin(c, http.StatusForbidden, &Refusal{Status: http.StatusForbidden, Code: "forbidden_role",
 			Message: "this page is for leads (operators may look); a token of role " + who.Role + " cannot sign in here"})
 	}
+	if err := p.startSession(c, raw, who); err != nil {
+		r := p.explain(err)
+		return p.renderLogin(c, r.Status, &r)
+	}
+	p.clearCookie(c, loginCookie)
+	return c.Redirect(http.StatusSeeOther, "/approvals")
+}
+
+// startSession ends the browser's previous session, if any, and starts
+// one for who on credential: a bearer token, or an ID token marked with
+// idTokenPrefix.
+func (p *Page) startSession(c echo.Context, credential string, who authn.Principal) error {
 	ctx := c.Request().Context()
 	if old, err := c.Cookie(sessionCookie); err == nil {
 		if err := p.sessions.End(ctx, old.Value); err != nil {
 			p.log.Error("ending the previous session at sign-in", "err", err)
 		}
 	}
-	id, _, err := p.sessions.Create(ctx, raw, who.Expires)
+	id, _, err := p.sessions.Create(ctx, credential, who.Expires)
 	if err != nil {
-		r := p.explain(err)
-		return p.renderLogin(c, r.Status, &r)
+		return err
 	}
 	p.setCookie(c, &http.Cookie{Name: sessionCookie, Value: id, Expires: who.Expires})
-	p.clearCookie(c, loginCookie)
 	p.log.Info("signed in", "sub", who.ID, "role", who.Role, "until", who.Expires)
-	return c.Redirect(http.StatusSeeOther, "/approvals")
+	return nil
+}
+
+// idTokenPrefix marks a session's credential that is an OpenID Connect ID
+// token, which SignIn verifies, rather than a bearer token, which Auth
+// does. A compact JWS has no space, so the mark cannot be mistaken for
+// part of a token; it is sealed with the token in a shared store.
+const idTokenPrefix = "id_token "
+
+// verify checks a session's credential again, with what issued it.
+func (p *Page) verify(ctx context.Context, credential string) (authn.Principal, error) {
+	raw, isIDToken := strings.CutPrefix(credential, idTokenPrefix)
+	switch {
+	case !isIDToken:
+		return p.opts.Auth.Verify(ctx, credential)
+	case p.opts.SignIn == nil:
+		return authn.Principal{}, &refusalError{noSignIn}
+	}
+	return p.opts.SignIn.Verify(ctx, raw)
 }
 
 // logout ends the session, on every sidecar that shares it. A session
@@ -226,9 +292,9 @@ func (p *Page) logout(c echo.Context, v visitor) error {
 	return c.Redirect(http.StatusSeeOther, "/login?ended=signed_out")
 }
 
-// queue shows the pending approvals.
+// queue shows the approvals the query's view and filters select.
 func (p *Page) queue(c echo.Context, v visitor) error {
-	return p.renderQueue(c, v, http.StatusOK, nil)
+	return p.renderQueue(c, v, parseListing(c.QueryParams()), http.StatusOK, nil)
 }
 
 // verb is what a lead does to an approval.
@@ -240,8 +306,9 @@ const (
 )
 
 // decide approves or rejects through the engine, exactly as the API does;
-// success goes back to the queue with a notice, a refusal shows the queue
-// with the code, its meaning and the API's status.
+// success goes back to the queue, as the form's view and filters had it,
+// with a notice, a refusal shows the queue with the code, its meaning and
+// the API's status.
 func (p *Page) decide(act verb) func(echo.Context, visitor) error {
 	return func(c echo.Context, v visitor) error {
 		do := p.opts.Approvals.Approve
@@ -249,15 +316,16 @@ func (p *Page) decide(act verb) func(echo.Context, visitor) error {
 			do = p.opts.Approvals.Reject
 		}
 		id := c.Param("id")
+		back := parseListing(backQuery(c.Request().PostFormValue("back")))
 		a, err := do(c.Request().Context(), v.person(), id, c.Request().PostFormValue("comment"))
 		if err != nil {
 			r := p.explain(err)
-			return p.renderQueue(c, v, r.Status, &refusedAttempt{Refusal: r, ID: id, Verb: string(act)})
+			return p.renderQueue(c, v, back, r.Status, &refusedAttempt{Refusal: r, ID: id, Verb: string(act)})
 		}
 		if err := p.sessions.SetNotice(c.Request().Context(), v.id, noticeFor(a)); err != nil {
 			p.log.Error("leaving a notice", "err", err) // the decision stands; only its notice is lost
 		}
-		return c.Redirect(http.StatusSeeOther, "/approvals")
+		return c.Redirect(http.StatusSeeOther, back.url("/approvals"))
 	}
 }
 
@@ -267,14 +335,29 @@ func (p *Page) failed(c echo.Context, err error) error {
 	return p.render(c, r.Status, "refused", refusedPage{base: base{Style: p.views.style}, Refusal: r})
 }
 
-// explain is Options.Explain, logging what the API would log: an error
-// that is the server's, not the caller's.
+// explain is refusal, logging what the API would log: an error that is
+// the server's, not the caller's.
 func (p *Page) explain(err error) Refusal {
-	r := p.opts.Explain(err)
+	r := p.refusal(err)
 	if r.Status >= 500 {
 		p.log.Error("request failed", "err", err)
 	}
 	return r
+}
+
+// refusal is how the page answers err: a sign-in's refusal (signin.Error)
+// or one of the page's own as they are, anything else as the API would
+// (Options.Explain).
+func (p *Page) refusal(err error) Refusal {
+	var se *signin.Error
+	var re *refusalError
+	switch {
+	case errors.As(err, &se):
+		return Refusal{Status: se.Status, Code: se.Code, Message: se.Message}
+	case errors.As(err, &re):
+		return re.Refusal
+	}
+	return p.opts.Explain(err)
 }
 
 // setCookie sets a session-scoped cookie with the page's flags: HttpOnly,

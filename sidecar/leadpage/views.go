@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/sidecar/signin"
 )
 
 //go:embed templates
@@ -21,9 +23,13 @@ var templateFS embed.FS
 type views struct {
 	pages map[string]*template.Template
 	style template.CSS
-	// csp allows the page's one stylesheet (by its hash) and forms posting
-	// to this origin, and nothing else: no script, no frame, no other origin.
+	// csp allows the page's one stylesheet (by its hash), its one script
+	// (a file of this origin: no inline script), the script's fetches of
+	// the queue and forms posting to this origin, and nothing else: no
+	// frame, no other origin.
 	csp string
+	// script is the queue's refresher (templates/page.js).
+	script []byte
 }
 
 func newViews() *views {
@@ -31,14 +37,19 @@ func newViews() *views {
 	if err != nil {
 		panic(err) // embedded: cannot happen in a built binary
 	}
+	js, err := templateFS.ReadFile("templates/page.js")
+	if err != nil {
+		panic(err) // embedded: cannot happen in a built binary
+	}
 	sum := sha256.Sum256(css)
 	v := &views{
-		pages: map[string]*template.Template{},
-		style: template.CSS(css),
+		pages:  map[string]*template.Template{},
+		style:  template.CSS(css),
+		script: js,
 		csp: "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; " +
-			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+			"script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 	}
-	for _, name := range []string{"login", "queue", "refused"} {
+	for _, name := range []string{"login", "queue", "refused", "continue"} {
 		v.pages[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return v
@@ -67,8 +78,17 @@ func (p *Page) base(v visitor) base {
 
 type loginPage struct {
 	base
+	// SignIn is the identity provider's issuer, when the page signs in
+	// with one.
+	SignIn string
+	// Paste offers the pasted-token form (dev mode), with DevLogins.
+	Paste     bool
 	DevLogins []string
-	Refused   *Refusal
+	// Callback is this sidecar's callback URL as this request reached
+	// it: what an operator registers at the identity provider, shown
+	// when sign-in is not configured.
+	Callback string
+	Refused  *Refusal
 }
 
 type refusedPage struct {
@@ -97,8 +117,24 @@ func (p *Page) renderLogin(c echo.Context, status int, refused *Refusal) error {
 	csrf := randomToken()
 	p.setCookie(c, &http.Cookie{Name: loginCookie, Value: csrf})
 	data := loginPage{base: base{Style: p.views.style, CSRF: csrf, Notice: endedNotice(c.QueryParam("ended"))},
-		DevLogins: slices.Sorted(maps.Keys(p.opts.DevLogins)), Refused: refused}
+		Paste: p.opts.PasteTokens, Refused: refused,
+		Callback: c.Scheme() + "://" + c.Request().Host + signin.CallbackPath}
+	if p.opts.PasteTokens {
+		data.DevLogins = slices.Sorted(maps.Keys(p.opts.DevLogins))
+	}
+	if p.opts.SignIn != nil {
+		data.SignIn = p.opts.SignIn.Issuer()
+	}
 	return p.render(c, status, "login", data)
+}
+
+// script serves the queue's refresher, the page's one script, as a file:
+// the CSP allows no inline script.
+func (p *Page) script(c echo.Context) error {
+	h := c.Response().Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache")
+	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", p.views.script)
 }
 
 // endedNotice says why the sign-in page is shown after a session.
@@ -111,7 +147,7 @@ func endedNotice(code string) string {
 	case "session_ended":
 		return "Your session ended; sign in again."
 	case "token_expired":
-		return "Your token expired, and the session with it: sign in with a new token."
+		return "Your sign-in expired (its token's exp passed), and the session with it: sign in again."
 	}
-	return "Your session ended because its token no longer verifies (" + strings.ReplaceAll(code, "_", " ") + "): sign in with a new token."
+	return "Your session ended because its token no longer verifies (" + strings.ReplaceAll(code, "_", " ") + "): sign in again."
 }

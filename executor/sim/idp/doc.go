@@ -21,6 +21,15 @@
 // dev-tokens.json stay valid across restarts of `serve --dev`. Its public key
 // is served as a JWKS (JWKSHandler) at the dev mode's issuer_jwks URL.
 //
+// It also speaks OpenID Connect (Provider: discovery, /authorize,
+// /token, JWKS), so that the lead's page signs in through a real
+// authorization code flow with PKCE, as it would at the organisation's
+// provider. Its ID tokens carry the same person claims, with iss the
+// provider's URL and aud the client's id, so they are never taken for
+// bearer tokens of the API (whose iss is Options.Issuer and aud
+// "countersign"). Its /authorize page lists the people to pick; a
+// login_hint picks at once.
+//
 // It is for development and tests only: it signs whatever person it is
 // given, with no login.
 package idp

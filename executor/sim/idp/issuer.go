@@ -129,13 +129,19 @@ func (i *Issuer) Sign(p fixture.Person, ttl time.Duration) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("idp: encode claims for %s: %w", p.ID, err)
 	}
+	return i.sign(p.ID, body)
+}
+
+// sign signs body, the claims of a token for person id, as a compact JWS
+// with the issuer's key.
+func (i *Issuer) sign(id string, body []byte) (string, error) {
 	hdr := jws.NewHeaders()
 	if err := hdr.Set(jws.TypeKey, "JWT"); err != nil {
 		return "", fmt.Errorf("idp: header: %w", err)
 	}
 	tok, err := jws.Sign(body, jws.WithKey(jwa.EdDSA(), i.key, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
-		return "", fmt.Errorf("idp: sign for %s: %w", p.ID, err)
+		return "", fmt.Errorf("idp: sign for %s: %w", id, err)
 	}
 	return string(tok), nil
 }
