@@ -18,6 +18,12 @@ func (c *Client) Approvals(ctx context.Context, q ApprovalQuery) ([]Approval, er
 	if q.All {
 		v.Set("all", "true")
 	}
+	if q.Approver != "" {
+		v.Set("approver", q.Approver)
+	}
+	if q.Requester != "" {
+		v.Set("requester", q.Requester)
+	}
 	var out ApprovalList
 	err := c.call(ctx, http.MethodGet, "/v1/approvals", v, nil, &out)
 	return out.Approvals, err

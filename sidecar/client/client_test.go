@@ -82,6 +82,12 @@ func TestApprovalPath(t *testing.T) {
 	if q := queue[i]; q.CanApprove == nil || !*q.CanApprove || q.Rule != "R7-refund-needs-approval" || q.Ticket != "T-1" || q.OrderRefunded == nil || q.AgentReason != because {
 		t.Errorf("queue item %+v: want can_approve, the rule, the ticket and the refunds made", q)
 	}
+	if asked, err := lead.Approvals(ctx, client.ApprovalQuery{Requester: "REP-ANA"}); err != nil || len(asked) != 1 || asked[0].ID != id {
+		t.Errorf("what rep-ana asked for, named in capitals: %+v, %v; want %s", asked, err, id)
+	}
+	if other, err := lead.Approvals(ctx, client.ApprovalQuery{Requester: "rep-ben"}); err != nil || len(other) != 0 {
+		t.Errorf("what rep-ben asked for: %+v, %v; want none", other, err)
+	}
 	if mine, err := as("lead-eli").Approvals(ctx, client.ApprovalQuery{Status: client.ApprovalPending}); err != nil || len(mine) != 0 {
 		t.Errorf("lead-eli (another region) sees %+v, %v by default", mine, err)
 	}

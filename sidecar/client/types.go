@@ -261,6 +261,9 @@ type ApprovalList struct {
 type ApprovalQuery struct {
 	Status ApprovalStatus
 	All    bool
+	// Approver and Requester keep the approvals decided by, or asked for
+	// by, that person (compared as the same-person checks compare ids).
+	Approver, Requester string
 }
 
 // SwitchList is GET /v1/switches: each tool's switch, true when it may
