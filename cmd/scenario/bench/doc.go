@@ -74,6 +74,23 @@
 // process's, not the server's. The done steps per sidecar show the
 // spread.
 //
+// # The store a network hop away
+//
+// On one machine PostgreSQL answers in tens of microseconds; a cloud
+// database is a network hop away, and a sidecar that makes many round
+// trips per call meets that hop on each. So the sidecars never reach
+// PostgreSQL directly: the bench starts a proxy (package latency) in
+// front of the URL's server for each sidecar count, and the sidecars'
+// store URL points at it. Options.StoreLatency (`--store-latency 1ms`) is
+// the round trip it adds, half each way; 0 adds only its copying. The
+// proxy counts round trips and statements (package latency defines both),
+// and each cell's row divides them by its done steps:
+// round_trips_per_call and statements_per_call, one governed call being a
+// workflow's creation and a refund's proposal. They count everything the
+// sidecars sent in the cell, their background work included. The
+// proxied URL has sslmode=disable unless the --store URL sets an
+// sslmode, as the proxy reads statements from the bytes.
+//
 // # The baseline
 //
 // With Options.Baseline the same agents, for the same duration and on the

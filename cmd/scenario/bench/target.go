@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/scenario/bench/latency"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -40,6 +41,8 @@ type target struct {
 	// own commits, so they are summed.
 	stores []*store.DB
 	shared bool
+	// proxy stands between the sidecars and PostgreSQL (shared only).
+	proxy *latency.Proxy
 	// run tags every workflow id, ticket and idempotency key of this run.
 	run       string
 	nextOrder atomic.Uint64
