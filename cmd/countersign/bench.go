@@ -32,9 +32,10 @@ commit, counted from each file's transaction id) and CPU seconds per
 listed by what happened to them.
 
 --baseline then runs, on the same ledger, the glue a team would write
-instead: an OPA server in this process with the same bundle, one REST
-decision per call, then a direct ledger call with a minted actor token and
-an idempotency key; and prints countersign's done/s over the glue's.
+instead: an OPA server in this process with the same bundle; per call an
+order lookup in the order system, one REST decision, then a direct
+ledger call with a minted actor token and an idempotency key; and prints
+countersign's done/s over the glue's.
 
 --store postgres://... puts the sidecars' store on PostgreSQL instead: for
 each count of --sidecars it creates a fresh database on that server (the
@@ -78,7 +79,7 @@ stderr.`,
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Agents, "agents", bench.DefaultAgents(), "agent counts, one run each")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each run starts new steps")
-	f.BoolVar(&o.Baseline, "baseline", false, "also run the glue (OPA server over REST + direct ledger call) and print the ratio")
+	f.BoolVar(&o.Baseline, "baseline", false, "also run the glue (order lookup, OPA server over REST, direct ledger call) and print the ratio")
 	f.StringVar(&o.Sidecar, "sidecar", "", "drive this running serve --dev (loopback URL) instead of an in-process stack")
 	f.StringVar(&o.DataDir, "data", "", "with --sidecar: its data directory (dev-tokens.json); without: an empty directory for the stack's files (default: a temporary one, removed)")
 	f.StringVar(&o.Store, "store", "", "a postgres:// URL: run the sidecars on PostgreSQL, a fresh database per sidecar count on that server")

@@ -97,10 +97,14 @@
 // same ledger, run what a team would write instead of countersign: an
 // OPA server in this process (OPA's own server package and plugin
 // manager, serving its REST API on loopback) loaded with the very bundle
-// the sidecar has active, one REST decision per call (POST
-// /v1/data/countersign/call/decision, with the input the engine would
-// build, less the history totals such glue does not keep: they are zero),
-// then a direct ledger POST /refunds with an actor token minted by the
+// the sidecar has active. Per call the glue first looks the order up in
+// the order system (GET /orders/{id} with an actor token minted for that
+// lookup), since the policy needs the order's region, payment and status
+// and the glue has no other source for them, as the sidecar looks it up
+// too; then one REST decision (POST /v1/data/countersign/call/decision,
+// with the input the engine would build from that order, less the
+// history totals such glue does not keep: they are zero), then a direct
+// ledger POST /refunds with an actor token minted by the
 // stack's own credential authority and an idempotency key. A glue step is
 // done when the ledger answers 201. The report prints countersign's
 // done/s over the glue's per agent count.

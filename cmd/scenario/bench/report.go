@@ -62,7 +62,7 @@ type Row struct {
 	Outcomes   map[string]int `json:"outcomes"`
 	DonePerSec float64        `json:"done_per_sec"`
 	// Propose is the latency of the done steps' proposal (for the glue:
-	// its decision and its ledger call).
+	// its order lookup, its decision and its ledger call).
 	Propose Latency `json:"propose"`
 	// CreatePropose is the done steps' workflow creation and proposal;
 	// absent for the glue, which has no workflow.
