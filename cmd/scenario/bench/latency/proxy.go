@@ -6,11 +6,16 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // chunkSize is the most one read takes from a side.
 const chunkSize = 32 << 10
+
+// coarse is how much of a longer delay is slept with Go's timers: the
+// last of it is slept precisely (sleepUntil).
+const coarse = 2 * time.Millisecond
 
 // queued is how many chunks may wait for their time in one direction
 // before the proxy stops reading that side (and TCP pushes back).
@@ -191,9 +196,7 @@ func (p *Proxy) pipe(src, dst net.Conn, seen func([]byte)) {
 		}
 	}()
 	for c := range chunks {
-		if d := time.Until(c.at.Add(delay)); d > 0 {
-			time.Sleep(d)
-		}
+		sleepUntil(c.at.Add(delay))
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
 			dst.Close()
@@ -206,5 +209,24 @@ func (p *Proxy) pipe(src, dst net.Conn, seen func([]byte)) {
 		_ = hc.CloseWrite()
 	} else {
 		dst.Close()
+	}
+}
+
+// sleepUntil returns at deadline or just after. Go's timers wake up to a
+// millisecond late on an idle Linux machine (the runtime's poller waits
+// in whole milliseconds: a 0.5 ms time.Sleep measured 1.1 ms here), which
+// would double the delay the bench asked for; nanosleep(2) wakes within
+// tens of microseconds (0.57 ms), at the cost of holding an OS thread
+// while it sleeps, so only the last coarse of a delay is slept with it.
+func sleepUntil(deadline time.Time) {
+	d := time.Until(deadline)
+	if d > coarse {
+		time.Sleep(d - coarse)
+		d = time.Until(deadline)
+	}
+	for d > 0 {
+		ts := syscall.NsecToTimespec(int64(d))
+		_ = syscall.Nanosleep(&ts, nil) // interrupted: the loop sleeps the rest
+		d = time.Until(deadline)
 	}
 }
