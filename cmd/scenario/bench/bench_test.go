@@ -54,7 +54,8 @@ func TestTinyBenchAccountsForEveryAnswer(t *testing.T) {
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| countersign, 1 agent |", "| glue, 2 agents |", "ratio countersign/glue, 1 agent", "GOMAXPROCS"} {
+	for _, want := range []string{"| countersign, 1 agent |", "| glue, 2 agents |", "ratio countersign/glue, 1 agent", "GOMAXPROCS",
+		"GET /orders/{id}"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text lacks %q:\n%s", want, text.String())
 		}

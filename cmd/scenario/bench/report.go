@@ -135,7 +135,8 @@ func newReport(o Options, t *target) *Report {
 	}
 	if o.Baseline {
 		r.Params.Glue = "OPA's own server (v1/server and plugin manager) in this process on loopback with the active bundle; " +
-			"per call: POST /v1/data/countersign/call/decision (the engine's input, totals zero), then the ledger's " +
+			"per call: the order system's GET /orders/{id} with an actor token minted for the lookup, " +
+			"POST /v1/data/countersign/call/decision (the engine's input with that order, totals zero), then the ledger's " +
 			"POST /refunds with an actor token from the stack's credential authority and an Idempotency-Key"
 	}
 	return r
