@@ -26,6 +26,9 @@ const (
 	MaxAgents = 1024
 	// MaxSidecars bounds Options.Sidecars' counts.
 	MaxSidecars = 16
+	// MaxStoreLatency bounds Options.StoreLatency: past it a cell's few
+	// seconds hold too few calls to say anything.
+	MaxStoreLatency = 100 * time.Millisecond
 	// requestTimeout bounds every request the bench makes.
 	requestTimeout = 30 * time.Second
 )
@@ -56,6 +59,12 @@ type Options struct {
 	Store string
 	// Sidecars lists the sidecar counts, with Store only. Default [1].
 	Sidecars []int
+	// StoreLatency, with Store only, is the round trip the bench's proxy
+	// (package latency) adds between the sidecars and PostgreSQL, half
+	// each way, 0 to MaxStoreLatency. The proxy stands there with Store
+	// whatever its value, and counts round trips and statements; 0 adds
+	// only its copying.
+	StoreLatency time.Duration
 	// Progress receives a line per cell. Default: discard.
 	Progress io.Writer
 	// Logger receives the in-process stack's logs. Default: discard.
@@ -95,7 +104,13 @@ func (o Options) validateStore() []error {
 		if len(o.Sidecars) > 0 {
 			errs = append(errs, fmt.Errorf("%w: --sidecars needs --store postgres://...: on bbolt one sidecar holds the file", ErrOptions))
 		}
+		if o.StoreLatency != 0 {
+			errs = append(errs, fmt.Errorf("%w: --store-latency needs --store postgres://...: the delay is added in front of PostgreSQL, and bbolt is a file with no network hop", ErrOptions))
+		}
 		return errs
+	}
+	if o.StoreLatency < 0 || o.StoreLatency > MaxStoreLatency {
+		errs = append(errs, fmt.Errorf("%w: --store-latency is a round trip from 0 to %v (1ms is a nearby cloud database), not %v", ErrOptions, MaxStoreLatency, o.StoreLatency))
 	}
 	if u, err := url.Parse(o.Store); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		errs = append(errs, fmt.Errorf("%w: --store must be a postgres:// URL", ErrOptions))

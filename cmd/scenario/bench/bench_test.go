@@ -54,7 +54,8 @@ func TestTinyBenchAccountsForEveryAnswer(t *testing.T) {
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| countersign, 1 agent |", "| glue, 2 agents |", "ratio countersign/glue, 1 agent", "GOMAXPROCS"} {
+	for _, want := range []string{"| countersign, 1 agent |", "| glue, 2 agents |", "ratio countersign/glue, 1 agent", "GOMAXPROCS",
+		"GET /orders/{id}"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text lacks %q:\n%s", want, text.String())
 		}
@@ -84,6 +85,9 @@ func checkRow(t *testing.T, row bench.Row) {
 	case row.CPUSecondsPer1000Step == nil || *row.CPUSecondsPer1000Step <= 0:
 		t.Errorf("%s: CPU seconds per 1,000 steps %v", name, row.CPUSecondsPer1000Step)
 	}
+	if row.Sidecars == 0 && (row.RoundTripsPerCall != nil || row.StatementsPerCall != nil) {
+		t.Errorf("%s: store round trips %v and statements %v on bbolt, want none", name, row.RoundTripsPerCall, row.StatementsPerCall)
+	}
 	if cp := row.CreatePropose; row.System == "countersign" && (cp == nil || cp.P50 > cp.P99 || cp.P50 < row.Propose.P50) {
 		t.Errorf("%s: create+propose %+v beside propose %+v", name, cp, row.Propose)
 	}
@@ -101,6 +105,11 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"sidecar counts without a store are refused", bench.Options{Sidecars: []int{2}}, []error{bench.ErrOptions}},
 		{"a store that is not a postgres URL, with the baseline and a sidecar count of zero, is refused",
 			bench.Options{Store: "mysql://x", Baseline: true, Sidecars: []int{0}}, []error{bench.ErrOptions}},
+		{"a store latency without a store is refused", bench.Options{StoreLatency: time.Millisecond}, []error{bench.ErrOptions}},
+		{"a negative store latency is refused", bench.Options{Store: "postgres://h/db", StoreLatency: -time.Millisecond}, []error{bench.ErrOptions}},
+		{"a store latency over the bound is refused",
+			bench.Options{Store: "postgres://h/db", StoreLatency: bench.MaxStoreLatency + time.Millisecond}, []error{bench.ErrOptions}},
+		{"a store latency of the bound with a store is valid", bench.Options{Store: "postgres://h/db", StoreLatency: bench.MaxStoreLatency}, nil},
 		{"a sidecar without its data directory, with the baseline, is refused twice",
 			bench.Options{Sidecar: "http://127.0.0.1:8080", Baseline: true}, []error{bench.ErrOptions, bench.ErrBaselineOutOfProcess}},
 	}

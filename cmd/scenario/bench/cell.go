@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/countersign/countersign/cmd/scenario/bench/latency"
 )
 
 // tally is what one agent (and then a whole cell) saw.
@@ -59,6 +61,7 @@ type counters struct {
 	cpu     time.Duration
 	commits map[string]uint64
 	retries uint64 // summed over the sidecars' stores
+	store   latency.Counts
 }
 
 func (t *target) read() (counters, error) {
@@ -71,6 +74,9 @@ func (t *target) read() (counters, error) {
 		return c, fmt.Errorf("bench: getrusage: %w", err)
 	}
 	c.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if t.proxy != nil {
+		c.store = t.proxy.Counts()
+	}
 	for _, db := range t.stores {
 		c.retries += db.Retries()
 	}

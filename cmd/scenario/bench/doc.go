@@ -74,16 +74,37 @@
 // process's, not the server's. The done steps per sidecar show the
 // spread.
 //
+// # The store a network hop away
+//
+// On one machine PostgreSQL answers in tens of microseconds; a cloud
+// database is a network hop away, and a sidecar that makes many round
+// trips per call meets that hop on each. So the sidecars never reach
+// PostgreSQL directly: the bench starts a proxy (package latency) in
+// front of the URL's server for each sidecar count, and the sidecars'
+// store URL points at it. Options.StoreLatency (`--store-latency 1ms`) is
+// the round trip it adds, half each way; 0 adds only its copying. The
+// proxy counts round trips and statements (package latency defines both),
+// and each cell's row divides them by its done steps:
+// round_trips_per_call and statements_per_call, one governed call being a
+// workflow's creation and a refund's proposal. They count everything the
+// sidecars sent in the cell, their background work included. The
+// proxied URL has sslmode=disable unless the --store URL sets an
+// sslmode, as the proxy reads statements from the bytes.
+//
 // # The baseline
 //
 // With Options.Baseline the same agents, for the same duration and on the
 // same ledger, run what a team would write instead of countersign: an
 // OPA server in this process (OPA's own server package and plugin
 // manager, serving its REST API on loopback) loaded with the very bundle
-// the sidecar has active, one REST decision per call (POST
-// /v1/data/countersign/call/decision, with the input the engine would
-// build, less the history totals such glue does not keep: they are zero),
-// then a direct ledger POST /refunds with an actor token minted by the
+// the sidecar has active. Per call the glue first looks the order up in
+// the order system (GET /orders/{id} with an actor token minted for that
+// lookup), since the policy needs the order's region, payment and status
+// and the glue has no other source for them, as the sidecar looks it up
+// too; then one REST decision (POST /v1/data/countersign/call/decision,
+// with the input the engine would build from that order, less the
+// history totals such glue does not keep: they are zero), then a direct
+// ledger POST /refunds with an actor token minted by the
 // stack's own credential authority and an idempotency key. A glue step is
 // done when the ledger answers 201. The report prints countersign's
 // done/s over the glue's per agent count.

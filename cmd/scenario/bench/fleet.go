@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/scenario/bench/latency"
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/store"
@@ -66,10 +71,12 @@ func runFleet(ctx context.Context, o Options, dir string, k int, r *Report) (_ *
 // order system and the identity provider beside it), the others join it
 // with the production wiring, all minting with one key-encryption key's
 // fleet keys, so the simulators, which check actor tokens against the
-// first sidecar's JWKS, accept every sidecar's tokens.
+// first sidecar's JWKS, accept every sidecar's tokens. The sidecars reach
+// the database through the bench's proxy, which adds o.StoreLatency and
+// counts round trips and statements.
 func openFleet(ctx context.Context, o Options, dir string, k int) (_ *target, _ func() error, err error) {
 	t := newTarget()
-	dbURL, drop, err := createDatabase(ctx, o.Store, fmt.Sprintf("countersign_bench_%s_%d", t.run, k))
+	direct, drop, err := createDatabase(ctx, o.Store, fmt.Sprintf("countersign_bench_%s_%d", t.run, k))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,6 +93,11 @@ func openFleet(ctx context.Context, o Options, dir string, k int) (_ *target, _ 
 			err = errors.Join(err, cleanup())
 		}
 	}()
+	proxy, dbURL, err := proxyStore(direct, o.StoreLatency)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers, t.proxy = append(closers, proxy.Close), proxy
 	kek, err := credential.NewKeyEncryptionKey()
 	if err != nil {
 		return nil, nil, err
@@ -119,15 +131,53 @@ func openFleet(ctx context.Context, o Options, dir string, k int) (_ *target, _ 
 		closers = append(closers, s.Close)
 		t.sidecars, t.stores = append(t.sidecars, s.URL), append(t.stores, s.Store)
 	}
-	t.desc = fmt.Sprintf("in-process sidecars on PostgreSQL %s (a fresh database per sidecar count, created and dropped), "+
+	t.desc = fmt.Sprintf("in-process sidecars on PostgreSQL %s (a fresh database per sidecar count, created and dropped) "+
+		"through the bench's proxy adding a %v round trip (%v each way), "+
 		"one ledger, order system and identity provider, agents round-robin over the sidecars (policy deadline %v)",
-		serverOf(o.Store), devstack.InProcessPolicyTimeout)
+		serverOf(o.Store), o.StoreLatency, o.StoreLatency/2, devstack.InProcessPolicyTimeout)
 	t.files = []commitSource{
 		{"sidecar stores", t.storeCommits},
 		{"ledger", st.Ledger.Commits},
 		{"orders", st.Orders.Commits},
 	}
 	return t, cleanup, nil
+}
+
+// proxyStore starts the bench's proxy in front of the server of dbURL
+// with roundTrip added, and returns it and the URL of the same database
+// through it. The proxied URL disables TLS unless dbURL asks for it:
+// the proxy reads the statements from the bytes, which TLS would hide
+// (package latency); an sslmode of verify-ca or verify-full cannot pass,
+// since the client then checks the proxy's address against the server's
+// certificate.
+func proxyStore(dbURL string, roundTrip time.Duration) (*latency.Proxy, string, error) {
+	cfg, err := pgconn.ParseConfig(dbURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: --store %s: %w", ErrOptions, redact(dbURL), err)
+	}
+	port := strconv.Itoa(int(cfg.Port))
+	network, address := "tcp", net.JoinHostPort(cfg.Host, port)
+	if filepath.IsAbs(cfg.Host) { // a socket directory, as libpq reads ?host=/dir
+		network, address = "unix", filepath.Join(cfg.Host, ".s.PGSQL."+port)
+	}
+	p, err := latency.Start(network, address, roundTrip)
+	if err != nil {
+		return nil, "", fmt.Errorf("bench: start the store proxy: %w", err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		p.Close()
+		return nil, "", fmt.Errorf("%w: --store: %w", ErrOptions, err)
+	}
+	q := u.Query()
+	for _, k := range []string{"host", "hostaddr", "port"} {
+		q.Del(k)
+	}
+	if q.Get("sslmode") == "" {
+		q.Set("sslmode", "disable")
+	}
+	u.Host, u.RawQuery = p.Addr(), q.Encode()
+	return p, u.String(), nil
 }
 
 // storeCommits sums the sidecars' commits: on PostgreSQL each handle

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -17,11 +18,13 @@ import (
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/sim/ledger"
+	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// glue is the baseline: an OPA server's REST decision, then a direct
-// ledger call with a minted token and an idempotency key.
+// glue is the baseline: the order looked up in the order system, an OPA
+// server's REST decision on it, then a direct ledger call with a minted
+// token and an idempotency key.
 type glue struct {
 	opa     string // base URL of the OPA server
 	ledger  string
@@ -106,13 +109,13 @@ type opaInput struct {
 	} `json:"totals"`
 }
 
-func (a *agent) opaInput() opaInput {
+func (a *agent) opaInput(o orders.Order) opaInput {
 	var in opaInput
 	in.User.ID, in.User.Role, in.User.Region = a.rep.ID, a.rep.Role, a.rep.Region
 	in.User.Scopes, in.User.RefundCeiling = a.rep.Scopes, int64(a.rep.RefundCeiling)
 	in.Tool, in.Args = tool.IssueRefund, tool.Args{Order: a.order, Amount: refundCents}
-	in.Order.ID, in.Order.Region, in.Order.Customer = a.order, a.rep.Region, "bench"
-	in.Order.Paid, in.Order.Status = orderPaid, "shipped"
+	in.Order.ID, in.Order.Region, in.Order.Customer = o.ID, o.Region, o.Customer
+	in.Order.Paid, in.Order.Status = o.Paid, o.Status
 	return in
 }
 
@@ -124,10 +127,17 @@ type opaAnswer struct {
 	} `json:"result"`
 }
 
+// step looks the order up, as the policy needs its region, payment and
+// status and a team's glue has no other source for them, then asks OPA,
+// then calls the ledger.
 func (g *glue) step(ctx context.Context, t *target, a *agent) outcome {
 	t0 := time.Now()
+	o, problem := g.lookup(ctx, t, a)
+	if problem != "" {
+		return outcome{problem: problem}
+	}
 	var d opaAnswer
-	status, err := t.post(ctx, g.opa+"/v1/data/countersign/call/decision", "", nil, map[string]any{"input": a.opaInput()}, &d)
+	status, err := t.post(ctx, g.opa+"/v1/data/countersign/call/decision", "", nil, map[string]any{"input": a.opaInput(o)}, &d)
 	switch {
 	case err != nil || status != http.StatusOK:
 		return outcome{problem: "decision: " + describe(status, err, stepAnswer{})}
@@ -153,4 +163,26 @@ func (g *glue) step(ctx context.Context, t *target, a *agent) outcome {
 		return outcome{problem: "ledger: " + describe(status, err, stepAnswer{Error: e.Error})}
 	}
 	return outcome{propose: time.Since(t0)}
+}
+
+// lookup reads a's order from the order system (GET /orders/{id}) with
+// an actor token minted for that one lookup, as the sidecar's dispatcher
+// does; a problem names what went wrong.
+func (g *glue) lookup(ctx context.Context, t *target, a *agent) (orders.Order, string) {
+	token, err := g.minter.Mint(ctx, credential.Claims{
+		Subject: a.rep.ID, Agent: devstack.AgentID, Audience: orders.Audience, Scope: orders.ScopeLookup,
+		Max: a.rep.RefundCeiling, Call: tool.CallHash(tool.LookupOrder, tool.Args{Order: a.order}),
+	})
+	if err != nil {
+		return orders.Order{}, "mint: no token"
+	}
+	var ans struct {
+		orders.Order
+		Error *errorAnswer `json:"error"`
+	}
+	status, err := t.get(ctx, t.orders+"/orders/"+url.PathEscape(a.order), token, &ans)
+	if err != nil || status != http.StatusOK {
+		return orders.Order{}, "lookup: " + describe(status, err, stepAnswer{Error: ans.Error})
+	}
+	return ans.Order, ""
 }

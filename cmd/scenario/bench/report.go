@@ -39,7 +39,10 @@ type Params struct {
 	Baseline        bool    `json:"baseline"`
 	Workload        string  `json:"workload"`
 	Fsyncs          string  `json:"fsyncs"`
-	Glue            string  `json:"glue,omitempty"`
+	// StoreLatencyMS is the round trip the bench's proxy added in front
+	// of PostgreSQL (Options.StoreLatency); absent on bbolt.
+	StoreLatencyMS *float64 `json:"store_latency_ms,omitempty"`
+	Glue           string   `json:"glue,omitempty"`
 }
 
 // Row is one cell: a system with a number of agents.
@@ -59,7 +62,7 @@ type Row struct {
 	Outcomes   map[string]int `json:"outcomes"`
 	DonePerSec float64        `json:"done_per_sec"`
 	// Propose is the latency of the done steps' proposal (for the glue:
-	// its decision and its ledger call).
+	// its order lookup, its decision and its ledger call).
 	Propose Latency `json:"propose"`
 	// CreatePropose is the done steps' workflow creation and proposal;
 	// absent for the glue, which has no workflow.
@@ -71,6 +74,15 @@ type Row struct {
 	// serialization conflict on PostgreSQL, summed over the sidecars;
 	// absent on bbolt and out of process.
 	Retries *uint64 `json:"retries,omitempty"`
+	// RoundTripsPerCall and StatementsPerCall are the round trips and
+	// the statements between the sidecars and PostgreSQL over the cell,
+	// counted at the bench's proxy (package latency says what each is),
+	// per done step: one governed call, its workflow's creation and its
+	// proposal. They take in all the store traffic of the cell, the
+	// sidecars' background work too. With Options.Store only;
+	// StatementsPerCall is absent if a connection was encrypted.
+	RoundTripsPerCall *float64 `json:"round_trips_per_call,omitempty"`
+	StatementsPerCall *float64 `json:"statements_per_call,omitempty"`
 	// DoneBySidecar counts the done steps per sidecar, in the order they
 	// were started, with several sidecars only.
 	DoneBySidecar []int `json:"done_by_sidecar,omitempty"`
@@ -108,6 +120,10 @@ func newReport(o Options, t *target) *Report {
 			Fsyncs: "unknown: the stack runs out of process",
 		},
 	}
+	if t.proxy != nil {
+		ms := float64(o.StoreLatency) / float64(time.Millisecond)
+		r.Params.StoreLatencyMS = &ms
+	}
 	switch {
 	case t.shared:
 		r.Params.Fsyncs = "not applicable (n/a): the sidecars' store is PostgreSQL, whose WAL flushes the server makes " +
@@ -119,7 +135,8 @@ func newReport(o Options, t *target) *Report {
 	}
 	if o.Baseline {
 		r.Params.Glue = "OPA's own server (v1/server and plugin manager) in this process on loopback with the active bundle; " +
-			"per call: POST /v1/data/countersign/call/decision (the engine's input, totals zero), then the ledger's " +
+			"per call: the order system's GET /orders/{id} with an actor token minted for the lookup, " +
+			"POST /v1/data/countersign/call/decision (the engine's input with that order, totals zero), then the ledger's " +
 			"POST /refunds with an actor token from the stack's credential authority and an Idempotency-Key"
 	}
 	return r
@@ -154,6 +171,14 @@ func makeRow(t *target, sys string, n int, x *tally, before, after counters) Row
 	if t.shared {
 		retries := after.retries - before.retries
 		row.Retries = &retries
+	}
+	if t.proxy != nil {
+		trips := float64(after.store.RoundTrips-before.store.RoundTrips) / float64(x.done)
+		row.RoundTripsPerCall = &trips
+		if after.store.Opaque == 0 {
+			stmts := float64(after.store.Statements-before.store.Statements) / float64(x.done)
+			row.StatementsPerCall = &stmts
+		}
 	}
 	row.Commits = map[string]uint64{}
 	var sum uint64
@@ -240,8 +265,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p.Glue != "" {
 		fmt.Fprintf(&b, "glue: %s\n", p.Glue)
 	}
-	b.WriteString("\n| | done/s | propose p50 | propose p99 | create+propose p50 | create+propose p99 | commits/step | fsyncs/step | CPU s/1,000 steps | done | other |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("\n| | done/s | propose p50 | propose p99 | create+propose p50 | create+propose p99 | store round trips/call | statements/call | commits/step | fsyncs/step | CPU s/1,000 steps | done | other |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, row := range r.Rows {
 		cp50, cp99 := "–", "–"
 		if l := row.CreatePropose; l != nil {
@@ -251,8 +276,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		if row.Sidecars > 0 {
 			fsyncs = "n/a"
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
-			row.label(), row.DonePerSec, ms(row.Propose.P50), ms(row.Propose.P99), cp50, cp99,
+		trips, stmts := "–", "–"
+		if row.RoundTripsPerCall != nil {
+			trips, stmts = fmt.Sprintf("%.1f", *row.RoundTripsPerCall), "unknown (TLS)"
+		}
+		if row.StatementsPerCall != nil {
+			stmts = fmt.Sprintf("%.1f", *row.StatementsPerCall)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n",
+			row.label(), row.DonePerSec, ms(row.Propose.P50), ms(row.Propose.P99), cp50, cp99, trips, stmts,
 			figure(row.CommitsPerStep), fsyncs, figure(row.CPUSecondsPer1000Step), row.Done, row.Other)
 	}
 	r.writeNotes(&b)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/cmd/scenario/bench/latency"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -40,6 +41,8 @@ type target struct {
 	// own commits, so they are summed.
 	stores []*store.DB
 	shared bool
+	// proxy stands between the sidecars and PostgreSQL (shared only).
+	proxy *latency.Proxy
 	// run tags every workflow id, ticket and idempotency key of this run.
 	run       string
 	nextOrder atomic.Uint64
@@ -162,10 +165,23 @@ func (t *target) post(ctx context.Context, url, token string, header http.Header
 	if err != nil {
 		return 0, err
 	}
+	req.Header.Set("Content-Type", "application/json")
+	return t.do(req, token, header, out)
+}
+
+// get reads url and decodes the answer into out, as post does.
+func (t *target) get(ctx context.Context, url, token string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	return t.do(req, token, nil, out)
+}
+
+func (t *target) do(req *http.Request, token string, header http.Header, out any) (int, error) {
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
