@@ -111,6 +111,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := m.observer.KnownVersions(st.Store); err != nil {
+		return err
+	}
 	if st.Systems, err = newSystems(o, st.Authority); err != nil {
 		return err
 	}

@@ -1,0 +1,43 @@
+package sidecar_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/monitor"
+	"github.com/countersign/countersign/executor/tool"
+)
+
+// TestCountersStartAtZero: a fresh sidecar's /metrics already has every
+// alert kind and every tool's dispatch error class at 0, before anything
+// happened, so that an alert on their first increase can fire; breaker
+// trips, by agent version, start at 0 for every tool once a version has
+// decided.
+func TestCountersStartAtZero(t *testing.T) {
+	e := start(t, devstack.Options{})
+	page := string(e.call(t, http.MethodGet, "/metrics", "", nil).body)
+	for _, kind := range monitor.Kinds() {
+		if v := metric(t, page, `countersign_alerts_total{kind="`+kind+`"}`); v != 0 {
+			t.Errorf("alerts of kind %s: %v, want 0", kind, v)
+		}
+	}
+	for _, spec := range tool.All() {
+		for _, class := range engine.DispatchClasses() {
+			if v := metric(t, page, `countersign_dispatch_errors_total{class="`+class+`",tool="`+string(spec.Name)+`"}`); v != 0 {
+				t.Errorf("dispatch errors of %s, %s: %v, want 0", spec.Name, class, v)
+			}
+		}
+	}
+
+	e.call(t, http.MethodPost, "/v1/workflows", "rep-ana", map[string]string{"ticket": "T-zero", "id": "W-zero", "agent_version": "v7"}).
+		want(t, http.StatusCreated, "")
+	e.propose(t, "rep-ana", "W-zero", "lookup_order", map[string]string{"order": "O-1001"})
+	page = string(e.call(t, http.MethodGet, "/metrics", "", nil).body)
+	for _, spec := range tool.All() {
+		if v := metric(t, page, `countersign_breaker_trips_total{agent_version="v7",tool="`+string(spec.Name)+`"}`); v != 0 {
+			t.Errorf("breaker trips of %s for v7: %v, want 0", spec.Name, v)
+		}
+	}
+}
