@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/cmd/devstack"
@@ -38,6 +39,39 @@ func TestCountersStartAtZero(t *testing.T) {
 	for _, spec := range tool.All() {
 		if v := metric(t, page, `countersign_breaker_trips_total{agent_version="v7",tool="`+string(spec.Name)+`"}`); v != 0 {
 			t.Errorf("breaker trips of %s for v7: %v, want 0", spec.Name, v)
+		}
+	}
+}
+
+// TestRequestDurationByRoute: the request duration histogram names Echo's
+// route template, never the URL with its ids, and a path no route matches
+// as "unmatched".
+func TestRequestDurationByRoute(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.open(t, "rep-ana", "W-route-1")
+	e.open(t, "rep-ana", "W-route-2")
+	e.getWorkflow(t, "rep-ana", "W-route-1")
+	e.getWorkflow(t, "rep-ana", "W-route-2")
+	e.call(t, http.MethodGet, "/v1/workflows/W-route-3", "rep-ana", nil).want(t, http.StatusNotFound, "not_found")
+	e.call(t, http.MethodGet, "/no-such-page-W-route-4", "", nil).want(t, http.StatusNotFound, "")
+
+	page := string(e.call(t, http.MethodGet, "/metrics", "", nil).body)
+	const h = "countersign_http_request_duration_seconds_count"
+	if v := metric(t, page, h+`{code="200",method="GET",route="/v1/workflows/:id"}`); v != 2 {
+		t.Errorf("GET /v1/workflows/:id answered 200: %v, want 2", v)
+	}
+	if v := metric(t, page, h+`{code="404",method="GET",route="/v1/workflows/:id"}`); v != 1 {
+		t.Errorf("GET /v1/workflows/:id answered 404: %v, want 1", v)
+	}
+	if v := metric(t, page, h+`{code="201",method="POST",route="/v1/workflows"}`); v != 2 {
+		t.Errorf("POST /v1/workflows answered 201: %v, want 2", v)
+	}
+	if v := metric(t, page, h+`{code="404",method="GET",route="unmatched"}`); v != 1 {
+		t.Errorf("unmatched GET answered 404: %v, want 1", v)
+	}
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "countersign_http_request_duration_seconds") && strings.Contains(line, "W-route") {
+			t.Errorf("a series names a raw path: %s", line)
 		}
 	}
 }

@@ -144,7 +144,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	st.Server = st.newServer(o, m, origins, signIn)
+	if st.Server, err = st.newServer(o, m, origins, signIn); err != nil {
+		return err
+	}
 	st.serve(o, m)
 	return st.resume(ctx, o)
 }
@@ -318,7 +320,7 @@ func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Moni
 // (which openAuthority has made sure of), so that a lead signed in on one
 // sidecar is signed in on every one; alone on bbolt, in memory, so that a
 // restart signs everyone out.
-func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signIn leadpage.SignIn) *sidecar.Server {
+func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signIn leadpage.SignIn) (*sidecar.Server, error) {
 	var sessions leadpage.Sessions
 	if st.Store.Shared() {
 		sessions = leadpage.NewStoreSessions(st.Store, o.KeyEncryptionKey, o.Clock)
@@ -326,7 +328,7 @@ func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signI
 	return sidecar.New(sidecar.Options{
 		SignIn: signIn, PasteTokens: o.PasteTokens,
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
-		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
+		Auth: st.verifier, Gatherer: m.registry, Registerer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 		PageSessions: sessions, MCPOrigins: origins,
 		PublicURL: o.PublicURL, AuthorizationServers: authorizationServers(o.Issuers),
