@@ -1,7 +1,9 @@
 package sidecar_test
 
 import (
+	"bytes"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -73,5 +75,40 @@ func TestRequestDurationByRoute(t *testing.T) {
 		if strings.HasPrefix(line, "countersign_http_request_duration_seconds") && strings.Contains(line, "W-route") {
 			t.Errorf("a series names a raw path: %s", line)
 		}
+	}
+}
+
+// TestActiveBundleGauge: countersign_active_bundle names the active
+// bundle alone, and after another is activated, that one alone.
+func TestActiveBundleGauge(t *testing.T) {
+	e := start(t, devstack.Options{})
+	var p1 struct{ Revision, Digest string }
+	e.call(t, http.MethodGet, "/v1/bundles/active", "ops-ida", nil).decode(t, &p1)
+	e.wantActiveBundle(t, p1.Revision, p1.Digest)
+
+	tight := packed(t, p1Edited(t, "p1-tight", func(s string) string { return s }, map[string]string{
+		"data.json": p1DataWith(t, func(cs map[string]any) { cs["limits"].(map[string]any)["refund_auto"] = 4000 }),
+		".manifest": `{"revision": "p1-tight", "roots": ["countersign"], "rego_version": 1,
+			"metadata": {"limit_changes": [{"name": "refund_auto", "from": 5000, "to": 4000}]}}`,
+	}))
+	e.uploadAs(t, "", bytes.NewReader(tight)).want(t, http.StatusCreated, "")
+	var now struct{ Revision, Digest string }
+	e.call(t, http.MethodGet, "/v1/bundles/active", "ops-ida", nil).decode(t, &now)
+	if now.Revision != "p1-tight" || now.Digest == p1.Digest {
+		t.Fatalf("active bundle %+v, want p1-tight", now)
+	}
+	e.wantActiveBundle(t, now.Revision, now.Digest)
+}
+
+var activeBundleSeries = regexp.MustCompile(`(?m)^countersign_active_bundle\{digest="([^"]*)",revision="([^"]*)"\} (\S+)$`)
+
+// wantActiveBundle scrapes /metrics and wants one active-bundle series,
+// naming revision and digest, at 1.
+func (e *env) wantActiveBundle(t *testing.T, revision, digest string) {
+	t.Helper()
+	page := string(e.call(t, http.MethodGet, "/metrics", "", nil).body)
+	got := activeBundleSeries.FindAllStringSubmatch(page, -1)
+	if len(got) != 1 || got[0][1] != digest || got[0][2] != revision || got[0][3] != "1" {
+		t.Errorf("countersign_active_bundle series %q, want one for %s %s at 1", got, revision, digest)
 	}
 }

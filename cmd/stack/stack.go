@@ -127,6 +127,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if st.Monitor, err = st.newMonitor(o, m.registry); err != nil {
 		return err
 	}
+	if err := m.registry.Register(telemetry.NewActiveBundle(st.Policy)); err != nil {
+		return err
+	}
 	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
 		return err
 	}

@@ -2,7 +2,7 @@
 // decisions by outcome and rule, step latency, approvals by status and
 // dispatch errors by class, breaker trips by tool and agent version. It
 // implements engine.Observer. The series operators alert on exist at zero
-// before the first event.
+// before the first event; ActiveBundle names the policy bundle in force.
 package telemetry
 
 import (
