@@ -36,7 +36,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	sort.Strings(documented)
-	served := New(Options{}).Routes()
+	srv, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := srv.Routes()
 	served = slices.Compact(served)
 	if !slices.Equal(documented, served) {
 		for _, r := range served {

@@ -33,7 +33,7 @@ func (s *Server) routes() {
 	e := s.echo
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, healthAnswer{Status: "ok"}) })
 	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
+	e.GET("/metrics", s.metrics(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
 	// At the root, as the 401 names it, and with /mcp's path inserted
 	// (RFC 9728 §3.1), where MCP clients look when a 401 names none.
@@ -204,6 +204,23 @@ func (s *Server) ready(c echo.Context) error {
 		return newError(http.StatusServiceUnavailable, "not_ready", "the store cannot be read; the sidecar's log says why")
 	}
 	return c.JSON(http.StatusOK, readyAnswer{Status: "ready", PolicyRevision: s.opts.Policy.Revision()})
+}
+
+// metrics serves a scrape with h. On a store the fleet shares it first
+// follows the bundle another sidecar may have activated, as /readyz does,
+// so that countersign_active_bundle names the fleet's bundle even on a
+// sidecar that has decided nothing since. A failure to follow is logged,
+// and the page still served: it is what shows the sidecar's trouble.
+func (s *Server) metrics(h http.Handler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opts.Store != nil && s.opts.Store.Shared() {
+			if err := s.opts.Releases.Follow(c.Request().Context()); err != nil {
+				s.log.Warn("metrics: the fleet's active bundle does not load", "err", err)
+			}
+		}
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
 }
 
 func (s *Server) jwks(c echo.Context) error {

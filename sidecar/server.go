@@ -44,9 +44,11 @@ type Options struct {
 	Releases    *release.Service
 	Credentials Credentials
 	Auth        Authenticator
-	// Gatherer serves /metrics; Registerer gets the HTTP metrics.
-	Gatherer prometheus.Gatherer
-	Logger   *slog.Logger
+	// Gatherer serves /metrics; Registerer, when set, gets the HTTP
+	// metrics (countersign_http_request_duration_seconds).
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 	// BodyLimit defaults to 1MiB (1,048,576 bytes). Echo reads "1M" as
 	// the decimal megabyte, 1,000,000 bytes, so write the binary unit.
 	BodyLimit string
@@ -99,8 +101,9 @@ type Server struct {
 
 var _ http.Handler = (*Server)(nil)
 
-// New builds the server and its routes.
-func New(opts Options) *Server {
+// New builds the server and its routes. It fails only when the HTTP
+// metrics cannot be registered with opts.Registerer.
+func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,6 +118,14 @@ func New(opts Options) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	var measured *httpMetrics
+	if opts.Registerer != nil {
+		var err error
+		if measured, err = newHTTPMetrics(opts.Registerer); err != nil {
+			return nil, err
+		}
+		e.Use(measured.middleware)
+	}
 	e.Use(
 		bodyDeadline,
 		keepRequestID,
@@ -125,7 +136,10 @@ func New(opts Options) *Server {
 	)
 	s.mcp = s.newMCP()
 	s.routes()
-	return s
+	if measured != nil {
+		measured.learn(e)
+	}
+	return s, nil
 }
 
 // BodyTimeout bounds reading a request's body: a client that announces a

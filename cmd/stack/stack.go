@@ -111,6 +111,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := m.observer.KnownVersions(st.Store); err != nil {
+		return err
+	}
 	if st.Systems, err = newSystems(o, st.Authority); err != nil {
 		return err
 	}
@@ -122,6 +125,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if st.Monitor, err = st.newMonitor(o, m.registry); err != nil {
+		return err
+	}
+	if err := m.registry.Register(telemetry.NewActiveBundle(st.Policy)); err != nil {
 		return err
 	}
 	if err := m.registry.Register(effectiveness.NewCollector(st.Store, o.Clock, o.Logger)); err != nil {
@@ -141,7 +147,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	st.Server = st.newServer(o, m, origins, signIn)
+	if st.Server, err = st.newServer(o, m, origins, signIn); err != nil {
+		return err
+	}
 	st.serve(o, m)
 	return st.resume(ctx, o)
 }
@@ -315,7 +323,7 @@ func (st *Stack) newMonitor(o Options, reg prometheus.Registerer) (*monitor.Moni
 // (which openAuthority has made sure of), so that a lead signed in on one
 // sidecar is signed in on every one; alone on bbolt, in memory, so that a
 // restart signs everyone out.
-func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signIn leadpage.SignIn) *sidecar.Server {
+func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signIn leadpage.SignIn) (*sidecar.Server, error) {
 	var sessions leadpage.Sessions
 	if st.Store.Shared() {
 		sessions = leadpage.NewStoreSessions(st.Store, o.KeyEncryptionKey, o.Clock)
@@ -323,7 +331,7 @@ func (st *Stack) newServer(o Options, m metrics, origins mcpfront.Origins, signI
 	return sidecar.New(sidecar.Options{
 		SignIn: signIn, PasteTokens: o.PasteTokens,
 		Engine: st.Engine, Policy: st.Policy, Releases: st.Releases, Credentials: st.Authority,
-		Auth: st.verifier, Gatherer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
+		Auth: st.verifier, Gatherer: m.registry, Registerer: m.registry, Logger: o.Logger, Store: st.Store, Audit: st.Audit,
 		Reconcile: st.Reconcile, Unexplained: m.unexplained, Clock: o.Clock, DevLogins: o.DevLogins,
 		PageSessions: sessions, MCPOrigins: origins,
 		PublicURL: o.PublicURL, AuthorizationServers: authorizationServers(o.Issuers),

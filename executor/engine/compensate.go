@@ -104,7 +104,7 @@ func (e *Engine) Reverse(ctx context.Context, p Person, wfID string, n int, comm
 	}
 	result, err := e.systems.Reverse(ctx, Actor{Rep: p.ID}, entry.ID, "rev-"+s.Key)
 	if err != nil {
-		e.obs.DispatchFailed(tool.IssueRefund, "reversal")
+		e.obs.DispatchFailed(tool.IssueRefund, DispatchReversal)
 		return s, fmt.Errorf("reverse %s/%d: %w", wfID, n, err)
 	}
 	err = e.db.Update(func(tx *store.Tx) error {

@@ -267,6 +267,7 @@ type Observer interface {
 	Decided(d store.Decision)
 	StepFinished(s store.Step, took time.Duration)
 	ApprovalChanged(a store.Approval)
+	// DispatchFailed is told the tool and one of DispatchClasses.
 	DispatchFailed(tool tool.Name, class string)
 	// BreakerTripped is told once per trip, after it is durable.
 	BreakerTripped(b store.Breaker)
@@ -278,6 +279,24 @@ type Observer interface {
 // approve included, so it must return at once: it queues, it never sends.
 type Notifier interface {
 	ApprovalChanged(a store.Approval)
+}
+
+// The classes of dispatch errors Observer.DispatchFailed is told.
+const (
+	// DispatchRefused: the system of record refused the call (a Refused).
+	DispatchRefused = "refused"
+	// DispatchOutcomeUnknown: the call may or may not have taken effect.
+	DispatchOutcomeUnknown = "outcome_unknown"
+	// DispatchTransient: the call failed before it could take effect.
+	DispatchTransient = "transient"
+	// DispatchReversal: a compensating reversal of a refund failed.
+	DispatchReversal = "reversal"
+)
+
+// DispatchClasses lists every class, so that a metric can show each at
+// zero before the first error.
+func DispatchClasses() []string {
+	return []string{DispatchRefused, DispatchOutcomeUnknown, DispatchTransient, DispatchReversal}
 }
 
 type nopObserver struct{}

@@ -861,12 +861,12 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, earlie
 	switch {
 	case derr == nil:
 	case errors.As(derr, &refused):
-		e.obs.DispatchFailed(s.Tool, "refused")
+		e.obs.DispatchFailed(s.Tool, DispatchRefused)
 	case errors.Is(derr, ErrOutcomeUnknown):
-		e.obs.DispatchFailed(s.Tool, "outcome_unknown")
+		e.obs.DispatchFailed(s.Tool, DispatchOutcomeUnknown)
 	default:
 		retErr = fmt.Errorf("dispatch %s/%d: %w: %v", s.Workflow, s.N, ErrUnavailable, derr)
-		e.obs.DispatchFailed(s.Tool, "transient")
+		e.obs.DispatchFailed(s.Tool, DispatchTransient)
 	}
 	if err := e.fail("after_record"); err != nil {
 		return s, err

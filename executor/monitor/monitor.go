@@ -43,6 +43,10 @@ const (
 	KindProcessShape = "approvals_stopped"
 )
 
+// Kinds lists every alert kind, so that countersign_alerts_total shows
+// each at zero before the first alert: operators alert on its increase.
+func Kinds() []string { return []string{KindInvariant, KindProcessShape} }
+
 // Alert is one thing a person must look at now.
 type Alert struct {
 	At      time.Time `json:"at"`
@@ -125,6 +129,9 @@ func New(o Options) (*Monitor, error) {
 	m := &Monitor{o: o, limits: release.NewLimits(), alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "countersign_alerts_total", Help: "Alerts raised by the monitors, by kind.",
 	}, []string{"kind"})}
+	for _, kind := range Kinds() {
+		m.alerts.WithLabelValues(kind) // present at zero from the start
+	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(m.alerts); err != nil {
 			return nil, fmt.Errorf("monitor: register metric: %w", err)

@@ -1,14 +1,17 @@
 // Package telemetry turns what the engine records into Prometheus metrics:
 // decisions by outcome and rule, step latency, approvals by status and
 // dispatch errors by class, breaker trips by tool and agent version. It
-// implements engine.Observer.
+// implements engine.Observer. The series operators alert on exist at zero
+// before the first event; ActiveBundle names the policy bundle in force.
 package telemetry
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/store"
 	"github.com/countersign/countersign/executor/tool"
 )
@@ -40,13 +43,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"status"}),
 		dispatch: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_dispatch_errors_total",
-			Help: "Dispatch errors by tool and class (refused, outcome_unknown, transient).",
+			Help: "Dispatch errors by tool and class (refused, outcome_unknown, transient, reversal).",
 		}, []string{"tool", "class"}),
 		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_breaker_trips_total",
 			Help: "Circuit breaker trips (a tool put in approval_only for one agent version) by tool and agent version.",
 		}, []string{"tool", "agent_version"}),
 	}
+	m.startAtZero()
 	for _, c := range []prometheus.Collector{m.decisions, m.steps, m.approvals, m.dispatch, m.trips} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -55,9 +59,60 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Decided counts a decision.
+// startAtZero makes the dispatch errors of every tool of the catalog and
+// every class exist at zero before the first error, so that an alert on
+// their increase fires on the first one, which a series born at 1 would
+// not show. Breaker trips are by agent version, which is not known in
+// advance (an agent without one has no breaker): Decided starts them.
+func (m *Metrics) startAtZero() {
+	for _, spec := range tool.All() {
+		for _, class := range engine.DispatchClasses() {
+			m.dispatch.WithLabelValues(string(spec.Name), class)
+		}
+	}
+}
+
+// KnownVersions starts at zero, for every tool, the breaker trips of each
+// agent version db has a breaker for (one that has failed at least once),
+// so that after a restart a version's next trip shows as an increase.
+func (m *Metrics) KnownVersions(db *store.DB) error {
+	versions := map[string]bool{}
+	err := db.View(func(tx *store.Tx) error {
+		for _, spec := range tool.All() {
+			bs, err := tx.Breakers(string(spec.Name))
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				versions[b.AgentVersion] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("telemetry: read the breakers: %w", err)
+	}
+	for v := range versions {
+		m.startTrips(v)
+	}
+	return nil
+}
+
+// startTrips starts the breaker trips of version at zero for every tool.
+func (m *Metrics) startTrips(version string) {
+	for _, spec := range tool.All() {
+		m.trips.WithLabelValues(string(spec.Name), version)
+	}
+}
+
+// Decided counts a decision, and starts the breaker trips of its agent
+// version at zero for every tool: a version decides before its breaker
+// can trip, so the first trip shows as an increase.
 func (m *Metrics) Decided(d store.Decision) {
 	m.decisions.WithLabelValues(d.Decision, d.Rule, d.AgentVersion).Inc()
+	if d.AgentVersion != "" {
+		m.startTrips(d.AgentVersion)
+	}
 }
 
 // StepFinished observes how long a step took to reach its status.
