@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newMCPCmd(),
 		newKeyfileCmd(),
+		newVersionCmd(),
 	)
 	return root
 }
