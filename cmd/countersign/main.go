@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newMCPCmd(),
 		newKeyfileCmd(),
 		newVersionCmd(),
+		newHealthcheckCmd(),
 	)
 	return root
 }
