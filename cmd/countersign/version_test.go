@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/executor/buildinfo"
 )
 
 // runRoot runs countersign with args through the root command and returns
-// what it printed (stdout and stderr together).
+// what it printed (stdout and stderr together). A command that serves
+// stops after 20 s, so that a serve which should have refused to start
+// fails its test instead of hanging it.
 func runRoot(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := newRootCmd()
@@ -19,7 +22,9 @@ func runRoot(t *testing.T, args ...string) (string, error) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
 }
 
