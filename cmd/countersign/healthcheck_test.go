@@ -89,7 +89,7 @@ func TestHealthcheckAddress(t *testing.T) {
 // ready.
 func bundlelessProduction(t *testing.T) stack.Options {
 	t.Helper()
-	_, pub, err := ed25519.GenerateKey(rand.Reader)
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

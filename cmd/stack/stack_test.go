@@ -59,7 +59,7 @@ func TestProductionWiringLinksNoSimulator(t *testing.T) {
 // to start, not to serve a step.
 func production(t *testing.T) stack.Options {
 	t.Helper()
-	_, pub, err := ed25519.GenerateKey(rand.Reader)
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
