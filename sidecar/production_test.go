@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -96,8 +97,18 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("activate p1: %d %s", r.status, r.body)
 	}
-	if r := e.call(t, "GET", "/readyz", "", nil); r.status != http.StatusOK {
+	r = e.call(t, "GET", "/readyz", "", nil)
+	if r.status != http.StatusOK {
 		t.Fatalf("readyz after p1: %d %s", r.status, r.body)
+	}
+	var ready struct {
+		Version struct {
+			GoVersion  string `json:"go_version"`
+			OPAVersion string `json:"opa_version"`
+		} `json:"version"`
+	}
+	if err := json.Unmarshal(r.body, &ready); err != nil || ready.Version.GoVersion == "" || ready.Version.OPAVersion == "unknown" || ready.Version.OPAVersion == "" {
+		t.Fatalf("readyz should say which build answers (err %v): %s", err, r.body)
 	}
 	// The step that found no bundle stayed pending; resuming runs it.
 	w := e.resume(t, "rep-ana", "W1")

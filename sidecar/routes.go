@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/buildinfo"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/identity"
@@ -203,7 +204,7 @@ func (s *Server) ready(c echo.Context) error {
 		s.log.Warn("not ready: the store cannot be read", "err", err)
 		return newError(http.StatusServiceUnavailable, "not_ready", "the store cannot be read; the sidecar's log says why")
 	}
-	return c.JSON(http.StatusOK, readyAnswer{Status: "ready", PolicyRevision: s.opts.Policy.Revision()})
+	return c.JSON(http.StatusOK, readyAnswer{Status: "ready", PolicyRevision: s.opts.Policy.Revision(), Version: buildinfo.Read()})
 }
 
 // metrics serves a scrape with h. On a store the fleet shares it first

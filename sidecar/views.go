@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/buildinfo"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
@@ -35,8 +36,9 @@ type (
 		Status string `json:"status"`
 	}
 	readyAnswer struct {
-		Status         string `json:"status"`
-		PolicyRevision string `json:"policy_revision"`
+		Status         string         `json:"status"`
+		PolicyRevision string         `json:"policy_revision"`
+		Version        buildinfo.Info `json:"version"`
 	}
 )
 

@@ -49,6 +49,8 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newMCPCmd(),
 		newKeyfileCmd(),
+		newVersionCmd(),
+		newHealthcheckCmd(),
 	)
 	return root
 }

@@ -180,11 +180,8 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	if f.data == "" {
 		return errors.New("--data DIR is required: the sidecar keeps its state there")
 	}
-	if f.dev && f.verificationKey != "" {
-		return errors.New("--bundle-verification-key is for production: --dev loads the embedded releases, which are not signed")
-	}
-	if f.dev && (f.oidcIssuer != "" || f.oidcClientID != "" || f.oidcSecretFile != "") {
-		return errors.New("--oidc-issuer, --oidc-client-id and --oidc-client-secret-file are for production: --dev signs leads in at the dev identity provider")
+	if err := f.devConflicts(); err != nil {
+		return err
 	}
 	if f.dev && f.keyFile != "" && f.storeURL == "" {
 		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
@@ -228,6 +225,44 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 }
 
 type closer interface{ Close() error }
+
+// devConflicts refuses, with --dev, every production flag that --dev would
+// otherwise ignore, naming all of them at once: an operator who passes
+// --dev --ledger URL believes money moves at URL while the simulator
+// answers.
+func (f serveFlags) devConflicts() error {
+	if !f.dev {
+		return nil
+	}
+	groups := []struct {
+		why   string
+		flags []struct{ name, value string }
+	}{
+		{"--dev runs its own simulated ledger and order system and its dev identity provider", []struct{ name, value string }{
+			{"--ledger", f.ledgerURL}, {"--orders", f.ordersURL}, {"--issuer", f.issuer}, {"--issuer-jwks", f.issuerJWKS}}},
+		{"--dev loads the embedded releases, which are not signed", []struct{ name, value string }{
+			{"--bundle-verification-key", f.verificationKey}}},
+		{"--dev signs leads in at the dev identity provider", []struct{ name, value string }{
+			{"--oidc-issuer", f.oidcIssuer}, {"--oidc-client-id", f.oidcClientID}, {"--oidc-client-secret-file", f.oidcSecretFile}}},
+	}
+	var given, why []string
+	for _, g := range groups {
+		n := len(given)
+		for _, fl := range g.flags {
+			if fl.value != "" {
+				given = append(given, fl.name)
+			}
+		}
+		if len(given) > n {
+			why = append(why, g.why)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: production flags that --dev would ignore (%s); drop them, or drop --dev to serve the real systems",
+		strings.Join(given, ", "), strings.Join(why, "; "))
+}
 
 func loadTestHooks(log *slog.Logger) (testHooks, error) {
 	fail, err := failpointHook(log)

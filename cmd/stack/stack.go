@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/buildinfo"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
@@ -240,7 +241,24 @@ func newMetrics() (metrics, error) {
 	if err := reg.Register(unexplained); err != nil {
 		return metrics{}, err
 	}
+	if err := reg.Register(buildInfoGauge(buildinfo.Read())); err != nil {
+		return metrics{}, err
+	}
 	return metrics{registry: reg, observer: obs, unexplained: unexplained}, nil
+}
+
+// buildInfoGauge is countersign_build_info: always 1, so that a query can
+// join the build's labels onto any other series of the same sidecar.
+func buildInfoGauge(b buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "countersign_build_info",
+		Help: "The running build; a label the build did not record reads unknown. Always 1.",
+		ConstLabels: prometheus.Labels{
+			"version": b.Version, "revision": b.Revision, "go_version": b.GoVersion, "opa_version": b.OPAVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // newSystems is the client of the ledger and the order system, minting a

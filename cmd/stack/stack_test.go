@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/buildinfo"
 	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/idp"
@@ -56,7 +59,7 @@ func TestProductionWiringLinksNoSimulator(t *testing.T) {
 // to start, not to serve a step.
 func production(t *testing.T) stack.Options {
 	t.Helper()
-	_, pub, err := ed25519.GenerateKey(rand.Reader)
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,5 +444,31 @@ func TestValidateNotifyOptions(t *testing.T) {
 	o.NotifyWebhook, o.NotifyWebhookSecret, o.PublicURL = "https://hooks.example/x", []byte("s"), "https://approvals.example"
 	if err := o.Validate(); err != nil {
 		t.Fatalf("valid notify options: %v", err)
+	}
+}
+
+// Every sidecar says which build it runs on /metrics, before any event.
+func TestMetricsCarryTheBuild(t *testing.T) {
+	st, err := stack.Start(context.Background(), production(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	res, err := http.Get(st.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buildinfo.Read()
+	want := fmt.Sprintf(`countersign_build_info{go_version=%q,opa_version=%q,revision=%q,version=%q} 1`, b.GoVersion, b.OPAVersion, b.Revision, b.Version)
+	if !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if b.OPAVersion == buildinfo.Unknown {
+		t.Errorf("a sidecar links OPA, yet its version reads unknown")
 	}
 }

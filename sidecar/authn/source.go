@@ -144,9 +144,15 @@ func (us *urlSource) reload(ctx context.Context) (jwk.Set, error) {
 }
 
 // checkSet refuses key sets that cannot be trusted for people's tokens:
-// keys without kid (a token could not name them) and symmetric keys (a
-// shared secret is not an issuer's public key).
+// an empty set (no token could ever verify, so the sidecar would refuse
+// every person while looking healthy), keys without kid (a token could not
+// name them), symmetric keys (a shared secret is not an issuer's public
+// key) and private keys (whoever reads this file could sign people's
+// tokens; the sidecar needs only the public half).
 func checkSet(set jwk.Set) error {
+	if set.Len() == 0 {
+		return errors.New("holds no keys: put the identity provider's public signing keys in it (its jwks_uri document)")
+	}
 	var errs []error
 	for i := range set.Len() {
 		k, _ := set.Key(i)
@@ -156,6 +162,9 @@ func checkSet(set jwk.Set) error {
 		}
 		if k.KeyType() == jwa.OctetSeq() {
 			errs = append(errs, fmt.Errorf("key %q is symmetric (kty oct); only EdDSA, ES256 and RS256 public keys can be trusted", kid))
+		}
+		if private, err := jwk.IsPrivateKey(k); err == nil && private {
+			errs = append(errs, fmt.Errorf("key %q is a private key: keep it at the identity provider and give the sidecar only its public half (the key without \"d\" and the other private members)", kid))
 		}
 	}
 	return errors.Join(errs...)

@@ -278,6 +278,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"duplicate", authn.Options{Issuers: []authn.Issuer{{Name: "a", Keys: setOf(t, key.pub)}, {Name: "a", Keys: setOf(t, key.pub)}}}, []string{"twice"}},
 		{"relative URL", authn.Options{Issuers: []authn.Issuer{{Name: "a", JWKSURL: "/jwks.json"}}}, []string{"absolute"}},
 		{"symmetric key", authn.Options{Issuers: []authn.Issuer{{Name: "a", Keys: setOf(t, oct)}}}, []string{"symmetric"}},
+		{"no keys", authn.Options{Issuers: []authn.Issuer{{Name: "a", Keys: setOf(t)}}}, []string{"holds no keys", "public signing keys"}},
+		{"private key", authn.Options{Issuers: []authn.Issuer{{Name: "a", Keys: setOf(t, key.priv)}}}, []string{`key "k" is a private key`, "public half"}},
 		{"missing file", authn.Options{Issuers: []authn.Issuer{{Name: "a", JWKSFile: "/nonexistent/jwks.json"}}}, []string{"no such file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
