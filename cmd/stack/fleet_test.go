@@ -15,12 +15,10 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestMembersBecomeReadyWithTheFirstBundle: two production sidecars join a
-// new PostgreSQL store before any bundle is active, so neither is ready. A
-// bundle activated through one makes the other ready too, with the same
-// revision: a readiness probe never leaves a member out of the fleet for
-// want of a bundle another member activated.
-func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
+// twoMembers starts two production sidecars on one new PostgreSQL store,
+// trusting the dev identity provider whose tokens it returns.
+func twoMembers(t *testing.T) (a, b *stack.Stack, tokens map[string]string) {
+	t.Helper()
 	url := pgtest.URL(t)
 	trusted, tokens := devIssuer(t)
 	kek, err := credential.NewKeyEncryptionKey()
@@ -38,7 +36,16 @@ func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	a, b := member(), member()
+	return member(), member(), tokens
+}
+
+// TestMembersBecomeReadyWithTheFirstBundle: two production sidecars join a
+// new PostgreSQL store before any bundle is active, so neither is ready. A
+// bundle activated through one makes the other ready too, with the same
+// revision: a readiness probe never leaves a member out of the fleet for
+// want of a bundle another member activated.
+func TestMembersBecomeReadyWithTheFirstBundle(t *testing.T) {
+	a, b, tokens := twoMembers(t)
 	ready := func(st *stack.Stack) (int, string) {
 		res, err := http.Get(st.URL + "/readyz")
 		if err != nil {

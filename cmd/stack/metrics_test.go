@@ -1,7 +1,6 @@
 package stack_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"regexp"
@@ -9,10 +8,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
-	"github.com/countersign/countersign/executor/credential"
-	"github.com/countersign/countersign/executor/pgtest"
 	"github.com/countersign/countersign/executor/policy"
-	"github.com/countersign/countersign/sidecar/authn"
 )
 
 // TestActiveBundleGaugeFollowsTheFleet: on two sidecars sharing a
@@ -21,24 +17,7 @@ import (
 // though the other has decided nothing since: before any bundle, no
 // series; after p1, p1's; after p3, p3's and no longer p1's.
 func TestActiveBundleGaugeFollowsTheFleet(t *testing.T) {
-	url := pgtest.URL(t)
-	trusted, tokens := devIssuer(t)
-	kek, err := credential.NewKeyEncryptionKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	member := func() *stack.Stack {
-		o := production(t)
-		o.Issuers = []authn.Issuer{trusted}
-		o.StoreURL, o.KeyEncryptionKey = url, kek
-		st, err := stack.Start(context.Background(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, b := member(), member()
+	a, b, tokens := twoMembers(t)
 	if got := activeBundles(t, b.URL); len(got) != 0 {
 		t.Fatalf("member b before any bundle: %q, want no series", got)
 	}
