@@ -9,32 +9,9 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/cmd/devstack"
 )
-
-// The edits of issue 20's review: each keeps every limit of p1, passes its
-// own tests and the gate, and lets more through.
-const (
-	r4Head = `} else := deny("R4-exceeds-amount-paid") if {`
-	r7Head = `} else := require_approval("R7-refund-needs-approval") if {
-	not within_auto_refund
-`
-)
-
-// allowAnaOnO1002 lets rep-ana refund $450.00 or more of O-1002 with no
-// lead, over what was paid and her day's cap.
-func allowAnaOnO1002(src string) string {
-	return strings.Replace(src, r4Head, `} else := allow if {
-	input.user.id == "rep-ana"
-	input.args.order == "O-1002"
-	input.args.amount >= 45000
-`+r4Head, 1)
-}
-
-// spareBen exempts rep-ben from R7.
-func spareBen(src string) string {
-	return strings.Replace(src, r7Head, r7Head+"\tinput.user.id != \"rep-ben\"\n", 1)
-}
 
 // p1DataWith is p1's data.json with edit applied to data.countersign.
 func p1DataWith(t *testing.T, edit func(cs map[string]any)) string {
@@ -110,7 +87,7 @@ type review struct {
 // that compared limits only, each went live at once: 201.)
 func TestOneOperatorCannotLoosen(t *testing.T) {
 	e := start(t, devstack.Options{})
-	ana := packed(t, p1Edited(t, "p1-ana", allowAnaOnO1002, nil))
+	ana := packed(t, p1Edited(t, "p1-ana", loosen.AllowAnaOnO1002, nil))
 	tests := []struct {
 		name    string
 		archive []byte
@@ -130,7 +107,7 @@ func TestOneOperatorCannotLoosen(t *testing.T) {
 				t.Errorf("diff %+v", r.Diff)
 			}
 		}},
-		{"R7 spares rep-ben", packed(t, p1Edited(t, "p1-ben", spareBen, nil)), func(t *testing.T, r review) {
+		{"R7 spares rep-ben", packed(t, p1Edited(t, "p1-ben", loosen.SpareBen, nil)), func(t *testing.T, r review) {
 			if r.NewAllowances.Count == 0 || r.NewAllowances.Examples[0].Input.User.ID != "rep-ben" ||
 				r.NewAllowances.Examples[0].Active.Rule != "R7-refund-needs-approval" {
 				t.Errorf("new allowances %+v", r.NewAllowances)
@@ -260,7 +237,7 @@ func p1File(t *testing.T, name string) string {
 // megabyte of diffs; the record by digest has it.
 func TestHistoryLeavesReviewsToTheRecord(t *testing.T) {
 	e := start(t, devstack.Options{})
-	r := e.uploadAs(t, "", bytes.NewReader(packed(t, p1Edited(t, "p1-ben", spareBen, nil))))
+	r := e.uploadAs(t, "", bytes.NewReader(packed(t, p1Edited(t, "p1-ben", loosen.SpareBen, nil))))
 	r.want(t, http.StatusAccepted, "")
 	var aw review
 	r.decode(t, &aw)

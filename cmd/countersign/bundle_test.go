@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/executor/policy"
 )
 
@@ -82,7 +83,7 @@ func TestBundleTestShowsTheReview(t *testing.T) {
 		t.Errorf("p3: %v\n%s", err, out)
 	}
 	ana := filepath.Join(t.TempDir(), "ana.tar.gz")
-	writeBundle(t, ana, allowAnaOnO1002)
+	writeBundle(t, ana, loosen.AllowAnaOnO1002)
 	out, err = runBundle(t, "test", ana)
 	if err != nil {
 		t.Fatalf("the rep-ana rule passes the gate: %v\n%s", err, out)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/executor/impact"
 	"github.com/countersign/countersign/executor/policy"
@@ -133,7 +134,7 @@ func TestBundleImpact(t *testing.T) {
 	// A rule for one rep and one order flips no logged decision, and the
 	// review shows it.
 	ana := filepath.Join(t.TempDir(), "ana.tar.gz")
-	writeBundle(t, ana, allowAnaOnO1002)
+	writeBundle(t, ana, loosen.AllowAnaOnO1002)
 	out, err = runImpact(t, "--data", dir, ana)
 	if err != nil || !strings.Contains(out, "no decision would change") || !strings.Contains(out, "+\tinput.user.id == \"rep-ana\"\n") ||
 		!strings.Contains(out, "call by rep-ana (EU) issue_refund O-1002 (EU, paid $480.00) $450.00: REQUIRE_APPROVAL (R7-refund-needs-approval) → ALLOW") {
@@ -162,14 +163,6 @@ func TestBundleImpactRefuses(t *testing.T) {
 	}
 }
 
-// releaseFile writes an embedded release to a file and returns its path.
-// allowAnaOnO1002 is issue 20's rule: rep-ana refunds $450.00 or more of
-// O-1002 with no lead.
-func allowAnaOnO1002(src string) string {
-	const r4 = `} else := deny("R4-exceeds-amount-paid") if {`
-	return strings.Replace(src, r4, "} else := allow if {\n\tinput.user.id == \"rep-ana\"\n\tinput.args.order == \"O-1002\"\n\tinput.args.amount >= 45000\n"+r4, 1)
-}
-
 // writeBundle writes p1 with call.rego through edit to path.
 func writeBundle(t *testing.T, path string, edit func(string) string) {
 	t.Helper()
@@ -186,6 +179,7 @@ func writeBundle(t *testing.T, path string, edit func(string) string) {
 	}
 }
 
+// releaseFile writes an embedded release to a file and returns its path.
 func releaseFile(t *testing.T, name string) string {
 	t.Helper()
 	archive, err := bundles.Archive(name)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/executor/policy"
 )
 
@@ -86,7 +87,7 @@ func TestCompareModules(t *testing.T) {
 	if c, err := policy.Compare(p1, b); err != nil || !c.PureTightening() {
 		t.Errorf("call.rego moved: %+v %v", c, err)
 	}
-	c, err := policy.Compare(p1, p1With(t, "t", spareBen, p1Data(t, nil, "")))
+	c, err := policy.Compare(p1, p1With(t, "t", loosen.SpareBen, p1Data(t, nil, "")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/executor/policy"
 )
 
@@ -109,34 +110,6 @@ func TestBreakGlassNeedsASecondOperator(t *testing.T) {
 	}
 }
 
-// The edits of issue 20's review: each keeps every limit of p1 and changes
-// what p1 lets through.
-const (
-	r7Head = `} else := require_approval("R7-refund-needs-approval") if {
-	not within_auto_refund
-`
-	r4Head = `} else := deny("R4-exceeds-amount-paid") if {`
-	// allowAnaOnO1002 lets rep-ana refund $450.00 or more of O-1002 with
-	// no lead, right after the maximum (R3): over what was paid and her
-	// day's cap. p1's tests and the gate's cases never ask.
-	allowAnaOnO1002 = `} else := allow if {
-	input.user.id == "rep-ana"
-	input.args.order == "O-1002"
-	input.args.amount >= 45000
-` + r4Head
-)
-
-func allowAna(src string) string { return strings.Replace(src, r4Head, allowAnaOnO1002, 1) }
-
-// acceptAna makes rep-ana a lead to the approver rules.
-func acceptAna(src string) string {
-	return strings.Replace(src, `lead if input.approver.role == "lead"`, "lead if input.approver.role == \"lead\"\n\nlead if input.approver.id == \"rep-ana\"", 1)
-}
-
-func spareBen(src string) string {
-	return strings.Replace(src, r7Head, r7Head+"\tinput.user.id != \"rep-ben\"\n", 1)
-}
-
 // Only a pure tightening of the active bundle goes live on one operator:
 // the same rules (as parsed: layout and comments do not count, tests may
 // differ), the same data keys, and every value that changes a limit moved
@@ -165,13 +138,13 @@ func TestOnlyAPureTighteningGoesLiveOnOneOperator(t *testing.T) {
 			})
 			return b
 		}, ""},
-		{"an allow rule for one rep and order", func(t *testing.T) *policy.Bundle { return p1With(t, "t", allowAna, same) },
+		{"an allow rule for one rep and order", func(t *testing.T) *policy.Bundle { return p1With(t, "t", loosen.AllowAnaOnO1002, same) },
 			"Rego module /call/call.rego is changed"},
-		{"R7 spares rep-ben", func(t *testing.T) *policy.Bundle { return p1With(t, "t", spareBen, same) },
+		{"R7 spares rep-ben", func(t *testing.T) *policy.Bundle { return p1With(t, "t", loosen.SpareBen, same) },
 			"Rego module /call/call.rego is changed"},
 		{"the approver rules accept reps", func(t *testing.T) *policy.Bundle {
 			return p1Variant(t, "t", func(s string) string { return s }, map[string]string{
-				"approver/approver.rego": acceptAna(regoSource(t, "approver/approver.rego")),
+				"approver/approver.rego": loosen.AcceptAna(regoSource(t, "approver/approver.rego")),
 			})
 		}, "Rego module /approver/approver.rego is changed"},
 		{"a rule file added", func(t *testing.T) *policy.Bundle {
@@ -285,7 +258,7 @@ func TestBoundsAndBreakerAreLimits(t *testing.T) {
 func TestLimitOnlyLooseningIsTheRemovedControl(t *testing.T) {
 	for _, limitOnly := range []bool{false, true} {
 		e := activeEngine(t, "p1", policy.Options{LimitOnlyLoosening: limitOnly})
-		_, err := e.Activate(ctx, p1With(t, "ana", allowAna, p1Data(t, nil, "")), policy.Activation{By: "ops-ida"})
+		_, err := e.Activate(ctx, p1With(t, "ana", loosen.AllowAnaOnO1002, p1Data(t, nil, "")), policy.Activation{By: "ops-ida"})
 		if waits := errors.Is(err, policy.ErrAwaitingSecondOperator); waits == limitOnly {
 			t.Errorf("limit-only %v: %v, active %s", limitOnly, err, e.Revision())
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/bundles/loosen"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/review"
@@ -20,33 +21,11 @@ import (
 
 var ctx = context.Background()
 
-// The edits of issue 20: each keeps every limit of p1 and passes its
-// tests and the gate, and each lets more through.
-const (
-	r4Head = `} else := deny("R4-exceeds-amount-paid") if {`
-	r7Head = `} else := require_approval("R7-refund-needs-approval") if {
+// r7Head opens R7 in call.rego, where the tests add conditions of their
+// own.
+const r7Head = `} else := require_approval("R7-refund-needs-approval") if {
 	not within_auto_refund
 `
-)
-
-// allowAna lets rep-ana refund $450.00 or more of O-1002 with no lead.
-func allowAna(src string) string {
-	return strings.Replace(src, r4Head, `} else := allow if {
-	input.user.id == "rep-ana"
-	input.args.order == "O-1002"
-	input.args.amount >= 45000
-`+r4Head, 1)
-}
-
-// spareBen exempts rep-ben from R7.
-func spareBen(src string) string {
-	return strings.Replace(src, r7Head, r7Head+"\tinput.user.id != \"rep-ben\"\n", 1)
-}
-
-// acceptAna makes rep-ana a lead to the approver rules.
-func acceptAna(src string) string {
-	return strings.Replace(src, `lead if input.approver.role == "lead"`, "lead if input.approver.role == \"lead\"\n\nlead if input.approver.id == \"rep-ana\"", 1)
-}
 
 func same(s string) string { return s }
 
@@ -145,7 +124,7 @@ func TestNewAllowances(t *testing.T) {
 		// check is asked of every example; nil when there must be none.
 		check func(t *testing.T, a review.Allowance)
 	}{
-		{"an allow rule for rep-ana on O-1002 from $450", func(t *testing.T) *policy.Bundle { return p1With(t, "ana", allowAna, same, nil) },
+		{"an allow rule for rep-ana on O-1002 from $450", func(t *testing.T) *policy.Bundle { return p1With(t, "ana", loosen.AllowAnaOnO1002, same, nil) },
 			func(t *testing.T, a review.Allowance) {
 				var in callInput
 				mustDecode(t, a.Input, &in)
@@ -154,7 +133,7 @@ func TestNewAllowances(t *testing.T) {
 					t.Errorf("example %s: %+v → %+v", a.Input, a.Active, a.Candidate)
 				}
 			}},
-		{"R7 spares rep-ben", func(t *testing.T) *policy.Bundle { return p1With(t, "ben", spareBen, same, nil) },
+		{"R7 spares rep-ben", func(t *testing.T) *policy.Bundle { return p1With(t, "ben", loosen.SpareBen, same, nil) },
 			func(t *testing.T, a review.Allowance) {
 				var in callInput
 				mustDecode(t, a.Input, &in)
@@ -162,7 +141,7 @@ func TestNewAllowances(t *testing.T) {
 					t.Errorf("example %s: %+v → %+v", a.Input, a.Active, a.Candidate)
 				}
 			}},
-		{"the approver rules accept rep-ana", func(t *testing.T) *policy.Bundle { return p1With(t, "lead-ana", same, acceptAna, nil) },
+		{"the approver rules accept rep-ana", func(t *testing.T) *policy.Bundle { return p1With(t, "lead-ana", same, loosen.AcceptAna, nil) },
 			func(t *testing.T, a review.Allowance) {
 				var in approverInput
 				mustDecode(t, a.Input, &in)
@@ -247,7 +226,7 @@ func TestNewAllowancesFromLoggedInputs(t *testing.T) {
 
 // The same bundles and logged inputs give the same review, byte for byte.
 func TestReviewIsDeterministic(t *testing.T) {
-	candidate := p1With(t, "ana", allowAna, same, nil)
+	candidate := p1With(t, "ana", loosen.AllowAnaOnO1002, same, nil)
 	var first []byte
 	for range 2 {
 		r, err := review.New(ctx, p1(t), candidate, nil)
@@ -273,7 +252,7 @@ func TestReviewIsDeterministic(t *testing.T) {
 // rule, the data diff and the allowances; an unchanged bundle is not
 // evaluated at all.
 func TestNew(t *testing.T) {
-	r, err := review.New(ctx, p1(t), p1With(t, "ben", spareBen, same, nil), nil)
+	r, err := review.New(ctx, p1(t), p1With(t, "ben", loosen.SpareBen, same, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +285,7 @@ func TestDiff(t *testing.T) {
 	base := p1(t)
 	call := moduleText(t, base, "/call/call.rego")
 	at := strings.Count(call[:strings.Index(call, r7Head)], "\n") + 1 // R7's line
-	d := review.Diff(base, p1With(t, "ben", spareBen, same, nil))
+	d := review.Diff(base, p1With(t, "ben", loosen.SpareBen, same, nil))
 	want := fmt.Sprintf("--- a/call/call.rego\n+++ b/call/call.rego\n@@ -%d,6 +%d,7 @@\n", at-1, at-1)
 	if len(d) != 1 || !strings.HasPrefix(d[0].Unified, want) || d[0].Change != review.ModuleModified {
 		t.Fatalf("diff %+v, want it to start %q", d, want)
@@ -444,7 +423,7 @@ func mustDecode(t *testing.T, raw json.RawMessage, v any) {
 // most MaxCallInputs + MaxApproverInputs) and evaluating each by the
 // candidate, and by p1 where the candidate lets it through.
 func BenchmarkNewAllowances(b *testing.B) {
-	active, candidate := p1(b), p1With(b, "ana", allowAna, same, nil)
+	active, candidate := p1(b), p1With(b, "ana", loosen.AllowAnaOnO1002, same, nil)
 	var evaluated int
 	for b.Loop() {
 		a, err := review.NewAllowances(ctx, active, candidate, nil)
