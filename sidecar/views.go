@@ -215,7 +215,10 @@ func newAuditPage(p audit.Page) client.AuditPage {
 }
 
 func newAuditVerification(r audit.Report) client.AuditVerification {
-	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head}
+	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head, Unsequenced: r.Unsequenced}
+	if r.Unsequenced > 0 {
+		v.OldestUnsequenced = &r.OldestUnsequenced
+	}
 	if r.Broken != nil {
 		v.Broken = &client.AuditBreak{Index: r.Broken.Index, ID: r.Broken.ID, Reason: r.Broken.Reason}
 	}

@@ -225,6 +225,9 @@ type metrics struct {
 	registry    *prometheus.Registry
 	observer    *telemetry.Metrics
 	unexplained prometheus.Gauge
+	// unsequenced is the age of the oldest audit record a fleet has not
+	// sequenced yet (audit.Sequencer).
+	unsequenced prometheus.Gauge
 }
 
 func newMetrics() (metrics, error) {
@@ -241,10 +244,17 @@ func newMetrics() (metrics, error) {
 	if err := reg.Register(unexplained); err != nil {
 		return metrics{}, err
 	}
+	unsequenced := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "countersign_audit_unsequenced_seconds",
+		Help: "On a fleet, how long the oldest audit record has waited to be chained by the sequencer; alert above 10.",
+	})
+	if err := reg.Register(unsequenced); err != nil {
+		return metrics{}, err
+	}
 	if err := reg.Register(buildInfoGauge(buildinfo.Read())); err != nil {
 		return metrics{}, err
 	}
-	return metrics{registry: reg, observer: obs, unexplained: unexplained}, nil
+	return metrics{registry: reg, observer: obs, unexplained: unexplained, unsequenced: unsequenced}, nil
 }
 
 // buildInfoGauge is countersign_build_info: always 1, so that a query can
@@ -384,6 +394,8 @@ func (st *Stack) serve(o Options, m metrics) {
 	go func() { st.served <- st.Server.Serve(sctx, st.ln) }()
 	if o.StoreURL != "" {
 		st.background.Go(func() { st.Engine.SweepEvery(sctx, sweepEvery(o.LeaseTTL)) })
+		seq := audit.Sequencer{Log: st.Audit, DB: st.Store, Holder: st.Engine.Holder(), Logger: o.Logger, Waiting: m.unsequenced}
+		st.background.Go(func() { seq.Run(sctx) })
 	}
 	if !o.Background {
 		return

@@ -48,7 +48,9 @@ func New(opts Options) *Log {
 }
 
 // Append chains r onto the log inside the caller's write transaction and
-// returns it as stored, with ID, Prev and Hash filled, At set from the clock
+// returns it as stored, with ID, Prev and Hash filled (on a shared store,
+// a fleet's, it leaves r to be chained by Sequence and returns it without
+// them), At set from the clock
 // when it was zero (and in UTC), Args and Detail normalized: Args with its
 // keys sorted, Detail as decoded JSON (maps, slices, strings, bools and
 // json.Number for numbers, whatever Go types went in). Call it in the
@@ -71,24 +73,51 @@ func (l *Log) Append(tx *store.Tx, r Record) (Record, error) {
 		r.At = l.clock.Now()
 	}
 	r.At = r.At.UTC().Round(0) // drop the monotonic reading; it does not survive the store
+	r.ID, r.Prev, r.Hash = "", "", ""
+	if tx.Shared() {
+		// On a fleet the record waits, without its place, for Sequence.
+		value, err := encode(r)
+		if err != nil {
+			return Record{}, err
+		}
+		return r, tx.AppendPendingAudit(value)
+	}
+	return l.chain(tx, r)
+}
 
+// chain appends r after the last record of the log, with its id, Prev and
+// Hash.
+func (l *Log) chain(tx *store.Tx, r Record) (Record, error) {
 	lastID, lastValue := tx.LastAudit()
-	r.Prev = ""
+	var last head
 	if lastID != nil {
 		// Only the last record's hash is needed here; Verify checks the
 		// records themselves.
-		var last struct {
+		var rec struct {
 			Hash string `json:"hash"`
 		}
-		if err := json.Unmarshal(lastValue, &last); err != nil {
+		if err := json.Unmarshal(lastValue, &rec); err != nil {
 			return Record{}, fmt.Errorf("append audit %s: the last record %s: %w", r.Kind, lastID, err)
 		}
-		if last.Hash == "" {
+		if rec.Hash == "" {
 			return Record{}, fmt.Errorf("append audit %s: the last record %s has no hash: %w", r.Kind, lastID, ErrInvalid)
 		}
-		r.Prev = last.Hash
+		last = head{id: lastID, hash: rec.Hash}
 	}
-	id, err := l.nextID(r.At, lastID)
+	return l.chainAfter(tx, r, last)
+}
+
+// head is the last record of the chain: its id and hash (none when the
+// log is empty).
+type head struct {
+	id   []byte
+	hash string
+}
+
+// chainAfter appends r after last, which is the log's last record.
+func (l *Log) chainAfter(tx *store.Tx, r Record, last head) (Record, error) {
+	r.Prev = last.hash
+	id, err := l.nextID(r.At, last.id)
 	if err != nil {
 		return Record{}, fmt.Errorf("append audit %s: %w", r.Kind, err)
 	}

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -26,6 +27,11 @@ type Report struct {
 	// outside the file (a ticket, another system), it lets a later Verify
 	// detect what the chain alone cannot: a truncated or rewritten tail.
 	Head string `json:"head,omitempty"`
+	// Unsequenced counts the records a fleet wrote and has not chained yet
+	// (Sequence): durable, but not in the chain Verify checks. The
+	// oldest of them was made at OldestUnsequenced.
+	Unsequenced       int       `json:"unsequenced,omitempty"`
+	OldestUnsequenced time.Time `json:"oldest_unsequenced,omitzero"`
 	// Broken is the first broken link, nil when OK.
 	Broken *Break `json:"broken,omitempty"`
 }
@@ -74,6 +80,11 @@ func Verify(db *store.DB) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("verify audit: %w", err)
 	}
+	p, err := Unsequenced(db)
+	if err != nil {
+		return Report{}, fmt.Errorf("verify audit: %w", err)
+	}
+	rep.Unsequenced, rep.OldestUnsequenced = p.Records, p.Oldest
 	rep.OK = rep.Broken == nil
 	if rep.OK {
 		rep.Head = prevHash

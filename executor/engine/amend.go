@@ -57,7 +57,7 @@ func (e *Engine) amend(ctx context.Context, p Person, wfID string, n int, args t
 		return store.Step{}, err
 	}
 	pl := e.planned(ctx, p, am.w, am.s)
-	r, err := e.decideBatch(ctx, &pl.v, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, lane(am.s.Tool, args), &pl.v, func(tx *store.Tx) (reservation, error) {
 		return e.amendAndDecide(ctx, tx, p, wfID, n, args, claimed, pl)
 	})
 	if err != nil {

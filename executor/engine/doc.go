@@ -125,16 +125,20 @@
 // SERIALIZABLE (executor/store): each of two concurrent decisions reads
 // the totals (order, rep's day, agent's hour) the other then writes, so
 // one of them fails to commit, runs again from its first read, and decides
-// on the totals the winner left. (The store also queues the fleet's write
-// transactions on one advisory lock, so in practice they do not overlap
-// and none runs twice; the argument above does not rest on it.) No total
-// is cached outside a
+// on the totals the winner left. No lock is shared by the fleet, and
+// nothing but those totals is written by every decision (numbers come
+// from sequences, audit records are chained afterwards by a sequencer,
+// each sidecar adds to running sums of its own), so two decisions that
+// share no rep, order or agent window never wait for or abort each other,
+// and a sidecar stalled inside a decision holds up no other sidecar: its
+// transaction fails to commit when it wakes if another spent meanwhile.
+// Within one sidecar the refunds' decisions, which all read and add to
+// the agent's hour, queue on one store lane (lane, store.DB.BatchIn)
+// rather than abort each other. No total is cached outside a
 // transaction, and the verdict made before the writer (verdict.go) is
 // used only if the transaction reads the same facts. Switches, modes,
 // breaker trips and approvals are read in the transaction too, so a change
-// through any sidecar applies to the next decision everywhere; the audit
-// chain's last hash is read there as well, so concurrent writers extend one
-// chain.
+// through any sidecar applies to the next decision everywhere.
 //
 // The active bundle is the one thing a decision takes from memory (the
 // compiled policy). With Options.Follow, each decision transaction reads

@@ -45,6 +45,15 @@ func NewHolder() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Holder is this sidecar's id in the leases it takes on a shared store;
+// "" without Options.Leases.
+func (e *Engine) Holder() string {
+	if e.leases == nil {
+		return ""
+	}
+	return e.leases.Holder
+}
+
 // taking is this sidecar's hold of one workflow's lease: the lease's
 // token, its fencing number (which every write of the workflow's steps
 // checks, putStep), and until when the lease was parked when it was taken

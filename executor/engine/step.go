@@ -103,7 +103,7 @@ func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err := e.endPastDeadline(wfID); err != nil {
 		return store.Step{}, err
 	}
-	r, err := e.decideBatch(ctx, &pl.v, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, lane(name, args), &pl.v, func(tx *store.Tx) (reservation, error) {
 		return e.admitAndReserve(ctx, tx, p, wfID, name, args, st, pl)
 	})
 	if err != nil {
@@ -437,7 +437,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 		return s, err
 	}
 	v := e.preDecide(ctx, w, s, f)
-	r, err := e.decideBatch(ctx, &v, func(tx *store.Tx) (reservation, error) {
+	r, err := e.decideBatch(ctx, lane(s.Tool, s.Args), &v, func(tx *store.Tx) (reservation, error) {
 		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {
@@ -555,20 +555,36 @@ func (s *staleBundle) Error() string {
 // bundle before giving up (activations faster than decisions).
 const maxFollows = 3
 
-// decideBatch runs fn, a decision transaction, in a batch, under the
-// fleet's active bundle (underActiveBundle); a verdict *v made under an
-// older one is forgotten.
-func (e *Engine) decideBatch(ctx context.Context, v *verdict, fn func(*store.Tx) (reservation, error)) (reservation, error) {
+// decideBatch runs fn, a decision transaction, in a batch of lane
+// (store.DB.BatchIn), under the fleet's active bundle
+// (underActiveBundle); a verdict *v made under an older one is forgotten.
+func (e *Engine) decideBatch(ctx context.Context, lane string, v *verdict, fn func(*store.Tx) (reservation, error)) (reservation, error) {
 	var r reservation
 	runs := 0
 	err := e.underActiveBundle(ctx, func() (err error) {
 		if runs++; runs > 1 {
 			v.ok = false // decided under the old bundle: decide again inside
 		}
-		r, err = batch(e.db, fn)
-		return err
+		return e.db.BatchIn(lane, func(tx *store.Tx) (err error) {
+			r, err = fn(tx)
+			return err
+		})
 	})
 	return r, err
+}
+
+// lane is the store lane of a decision on a call (store.DB.BatchIn): the
+// totals it reads and then writes. Every refund spends the agent's hour,
+// so the refunds' decisions share one lane; a reshipment counts for its
+// order.
+func lane(name tool.Name, a tool.Args) string {
+	switch name {
+	case tool.IssueRefund:
+		return "the agent's hour"
+	case tool.ReshipOrder:
+		return "reships of " + a.Order
+	}
+	return ""
 }
 
 // underActiveBundle runs tx, a transaction that asks the policy inside it

@@ -67,3 +67,45 @@ func (t *Tx) EachAuditAfter(after []byte, fn func(id, value []byte) error) error
 		return fn(k, v)
 	})
 }
+
+// bAuditPending holds the audit records written on a shared store and not
+// yet sequenced: key = a number from the bucket's sequence (8 bytes,
+// big-endian), value = the record without its place in the chain. A
+// writer on a fleet cannot extend the chain inside its own transaction
+// without every writer reading and writing its head, so it leaves the
+// record here, in the transaction that makes the change, and the
+// sequencer (audit.Log.Sequence) moves records into the chain in batches.
+var bAuditPending = []byte("audit_pending")
+
+// AppendPendingAudit adds a record to be sequenced.
+func (t *Tx) AppendPendingAudit(value []byte) error {
+	b := t.bucket(bAuditPending)
+	n, err := b.NextSequence()
+	if err != nil {
+		return fmt.Errorf("append pending audit: %w", err)
+	}
+	return b.Put(u64(n), bytes.Clone(value))
+}
+
+// EachPendingAudit calls fn for up to limit pending records in the order
+// of their numbers (limit <= 0: all), stopping at fn's first error.
+func (t *Tx) EachPendingAudit(limit int, fn func(key, value []byte) error) error {
+	n := 0
+	errEnough := errors.New("enough")
+	err := walk(t.bucket(bAuditPending), []byte{}, nil, func(k, v []byte) error {
+		if limit > 0 && n == limit {
+			return errEnough
+		}
+		n++
+		return fn(k, v)
+	})
+	if errors.Is(err, errEnough) {
+		return nil
+	}
+	return err
+}
+
+// DeletePendingAudit removes the pending record at key, once sequenced.
+func (t *Tx) DeletePendingAudit(key []byte) error {
+	return t.bucket(bAuditPending).Delete(key)
+}

@@ -13,6 +13,15 @@ func (db *DB) Batch(fn func(*Tx) error) error {
 	return db.kv.batch(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
 
+// BatchIn is Batch for a write that reads and writes the same rows as the
+// other writes of lane (the decisions that spend the agent's hour, say):
+// on PostgreSQL this process runs them one at a time, as concurrent ones
+// would only abort each other under SERIALIZABLE; other processes' writes
+// still meet them there. On bbolt it is Batch.
+func (db *DB) BatchIn(lane string, fn func(*Tx) error) error {
+	return db.kv.batchIn(lane, func(k kvTx) error { return fn(&Tx{kv: k}) })
+}
+
 // Enqueue queues fn like Batch and returns at once; fn's outcome arrives
 // on the channel when the commit that holds its writes is durable (or
 // failed). The engine uses it for a record it may answer before it is

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -125,6 +126,9 @@ func (s *boltStore) batch(fn func(kvTx) error) error {
 	return s.group.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
 
+// batchIn is batch: bbolt has one writer at a time already.
+func (s *boltStore) batchIn(_ string, fn func(kvTx) error) error { return s.batch(fn) }
+
 func (s *boltStore) enqueue(fn func(kvTx) error) <-chan error {
 	return s.group.Enqueue(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
@@ -150,9 +154,45 @@ type boltTx struct{ tx *bolt.Tx }
 
 func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(name)} }
 
+func (boltTx) shared() bool      { return false }
+func (boltTx) partition() []byte { return nil }
+
+// counter keeps a named counter under its name in the meta bucket.
+func (t boltTx) counter(name string) (uint64, error) {
+	m := t.tx.Bucket(bMeta)
+	var n uint64
+	if raw := m.Get([]byte(name)); raw != nil {
+		n = binary.BigEndian.Uint64(raw)
+	}
+	n++
+	return n, m.Put([]byte(name), u64(n))
+}
+
 type boltBucket struct{ *bolt.Bucket }
 
 func (b boltBucket) Cursor() kvCursor { return &boltCursor{Cursor: b.Bucket.Cursor()} }
+
+func (b boltBucket) Add(key []byte, delta int64) error {
+	var n int64
+	if raw := b.Get(key); raw != nil {
+		n = int64(binary.BigEndian.Uint64(raw))
+	}
+	if n += delta; n == 0 {
+		return b.Delete(key)
+	}
+	return b.Put(key, u64(uint64(n)))
+}
+
+func (t boltTx) sumRanges(ranges []keyRange) int64 {
+	var total int64
+	for _, r := range ranges {
+		c := t.tx.Bucket(r.bucket).Cursor()
+		for k, v := c.Seek(r.lo); k != nil && (r.hi == nil || bytes.Compare(k, r.hi) < 0); k, v = c.Next() {
+			total += int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	return total
+}
 
 func (b boltBucket) Expect(key, value []byte, mismatch error) error {
 	if got := b.Get(key); got == nil || !bytes.Equal(got, value) {

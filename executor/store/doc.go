@@ -37,35 +37,49 @@
 // migrated by a newer binary is refused (ErrSchemaNewer).
 //
 // Version 1 keeps the buckets as rows of one table, kv (bucket, key bytea,
-// value bytea, primary key (bucket, key)), and a sequence per bucket in
-// kv_sequences. It is the smallest schema that runs the accessors
-// unchanged: bytea orders bytewise as bbolt's keys do, the primary key is
-// the ordered index a cursor pages through, and the time-ordered keys,
-// running sums and indexes the accessors maintain work the same. Its cost
-// is a round trip per key read or written and values opaque to SQL; tables
-// of typed columns (and totals read in one query) can replace buckets one
-// at a time with later migrations, behind the same Tx methods.
+// value bytea, primary key (bucket, key)). It is the smallest schema that
+// runs the accessors unchanged: bytea orders bytewise as bbolt's keys do,
+// the primary key is the ordered index a cursor pages through, and the
+// time-ordered keys, running sums and indexes the accessors maintain work
+// the same. Its cost is a round trip per key read and values opaque to
+// SQL; tables of typed columns (and totals read in one query) can replace
+// buckets one at a time with later migrations, behind the same Tx methods.
+// Version 2 numbers keys from PostgreSQL sequences, one per bucket that
+// numbers its keys and one per named counter, instead of counter rows.
+//
+// # A fleet without a shared lock
 //
 // A write transaction runs SERIALIZABLE and runs again on a serialization
 // failure or a deadlock (up to PostgresOptions.MaxAttempts, then
-// ErrConflict): PostgreSQL then finds the read-then-write races between
+// ErrConflict): PostgreSQL finds the read-then-write races between
 // sidecars, such as two decisions each reading the headroom the other
-// spends, without each accessor naming the rows to lock. And every write
-// transaction of every sidecar holds one session advisory lock from before
-// its BEGIN to after its COMMIT (writerLock in postgres.go): one writer at a
-// time across the fleet, as bbolt has one per file. Every decision writes
-// the same few keys (the audit chain's head, the decision sequence, the
-// running sums), so concurrent SERIALIZABLE writers mostly abort each other
-// (measured: 5 to 20 retries per step at 64 agents, and writes that gave
-// up); queued on the lock they run once each. SERIALIZABLE stays, so
-// correctness never rests on the lock. A read (View)
-// runs in one REPEATABLE READ, READ ONLY snapshot. Batch is one
-// transaction per function, as PostgreSQL shares the WAL flush of
-// concurrent commits itself. A statement that fails (a lost connection, a
-// conflict) fails the whole transaction: the accessors that cannot return
-// an error (Switch, OrderSpent, ...) may read nil, and whatever the
-// function decides from it is rolled back while the caller gets the
-// failure.
+// spends, without each accessor naming the rows to lock. No lock is
+// shared by the fleet, so writers that touch different rows never wait
+// for each other; and the rows every writer would otherwise touch are
+// kept apart:
+//
+//   - numbers (decisions, workflows, approvals, fences) come from
+//     sequences, which are not transactional: no two transactions wait or
+//     conflict on one, and a number is never handed out twice, but numbers
+//     have gaps and need not commit in their order (a page of the decision
+//     log read while decisions commit may miss one that commits later with
+//     a smaller number);
+//   - the audit chain's head: on a shared store an audit record is
+//     written pending, with a sequence number, and one sidecar at a time
+//     chains the pending records in batches (package audit, Sequence);
+//   - the running sums of the spending indexes: each open of the store
+//     writes sums of its own partition (spent.go), read together.
+//
+// Within one process, the writes that read and write the same rows (every
+// refund decision reads and adds to the agent's hour) queue on a lane
+// (BatchIn) rather than abort each other; across processes PostgreSQL
+// orders them. A read (View) runs in one REPEATABLE READ, READ ONLY
+// snapshot. Batch is one transaction per function, as PostgreSQL shares
+// the WAL flush of concurrent commits itself. A statement that fails (a
+// lost connection, a conflict) fails the whole transaction: the
+// accessors that cannot return an error (Switch, OrderSpent, ...) may
+// read nil, and whatever the function decides from it is rolled back
+// while the caller gets the failure.
 //
 // # Indexes
 //

@@ -14,6 +14,9 @@ type backend interface {
 	view(fn func(kvTx) error) error
 	// batch is update, possibly sharing the commit with concurrent callers.
 	batch(fn func(kvTx) error) error
+	// batchIn is batch, queued in this process behind the writes of the
+	// same lane (DB.BatchIn).
+	batchIn(lane string, fn func(kvTx) error) error
 	// enqueue is batch returning at once; the outcome arrives on the channel.
 	enqueue(fn func(kvTx) error) <-chan error
 	// flush waits for every write enqueued before it.
@@ -26,6 +29,24 @@ type backend interface {
 // kvTx is one transaction of a backend.
 type kvTx interface {
 	bucket(name []byte) kvBucket
+	// counter returns the next value of the named counter, from 1.
+	counter(name string) (uint64, error)
+	// shared reports whether other processes write the same store.
+	shared() bool
+	// partition names this writer's rows of the running sums (spent.go):
+	// nil on bbolt, which has one writer.
+	partition() []byte
+	// sumRanges is the sum of the values in the key ranges, each value's
+	// first 8 bytes read as a big-endian integer (a running sum, or a
+	// spending entry's amount). PostgreSQL adds them up itself, in one
+	// round trip for all the ranges.
+	sumRanges(ranges []keyRange) int64
+}
+
+// keyRange is the keys of a bucket from lo (inclusive) to hi (exclusive).
+type keyRange struct {
+	bucket []byte
+	lo, hi []byte
 }
 
 // kvBucket is one bucket inside a transaction. Keys order bytewise. Get
@@ -41,6 +62,11 @@ type kvBucket interface {
 	Cursor() kvCursor
 	// ForEach calls fn for every key in order, stopping at fn's first error.
 	ForEach(fn func(k, v []byte) error) error
+	// Add adds delta to the 8-byte big-endian integer at key (absent:
+	// 0). On PostgreSQL it is a write like Put, sent with the next read
+	// or the commit: it reads nothing first. A sum that comes to zero may
+	// be deleted (bbolt) or kept (PostgreSQL).
+	Add(key []byte, delta int64) error
 	// NextSequence returns the bucket's next sequence number, from 1.
 	NextSequence() (uint64, error)
 	// Expect makes the transaction fail with mismatch unless key holds

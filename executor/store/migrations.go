@@ -24,6 +24,23 @@ var migrations = []string{
 		bucket text PRIMARY KEY,
 		value bigint NOT NULL
 	)`,
+	// 2: numbers from sequences, which no two transactions wait for or
+	// conflict on (a counter row is written by every transaction that
+	// takes a number: under SERIALIZABLE, concurrent ones abort each
+	// other). Each starts after the last number the counter handed out.
+	`CREATE SEQUENCE seq_decisions;
+	CREATE SEQUENCE seq_bundles;
+	CREATE SEQUENCE seq_leases;
+	CREATE SEQUENCE seq_rejections;
+	CREATE SEQUENCE seq_workflows_by_seq;
+	CREATE SEQUENCE seq_audit_pending;
+	CREATE SEQUENCE approval_seq;
+	SELECT setval(('seq_' || bucket)::regclass, value) FROM kv_sequences
+		WHERE bucket IN ('decisions', 'bundles', 'leases', 'rejections', 'workflows_by_seq');
+	SELECT setval('approval_seq', ('x' || encode(value, 'hex'))::bit(64)::bigint) FROM kv
+		WHERE bucket = 'meta' AND key = convert_to('approval_seq', 'UTF8');
+	DELETE FROM kv WHERE bucket = 'meta' AND key = convert_to('approval_seq', 'UTF8');
+	DROP TABLE kv_sequences`,
 }
 
 // migrationLock is the key of the advisory lock the migrations run under.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,7 @@ import (
 type pgTx struct {
 	ctx    context.Context
 	tx     pgx.Tx
+	part   []byte // pgStore.partition
 	err    error
 	writes []pgWrite
 }
@@ -43,6 +45,25 @@ func (w pgWrite) check(tag pgconn.CommandTag, err error) error {
 }
 
 func (t *pgTx) bucket(name []byte) kvBucket { return pgBucket{t: t, name: string(name)} }
+
+func (t *pgTx) shared() bool      { return true }
+func (t *pgTx) partition() []byte { return t.part }
+
+// counter is the next value of a PostgreSQL sequence (migrations.go
+// creates one per bucket that numbers its keys and per named counter).
+// A sequence is not transactional: two transactions never wait for each
+// other or conflict on it, and a number taken by one that rolls back is
+// never handed out again, so numbers have gaps and, across concurrent
+// transactions, need not commit in their order.
+func (t *pgTx) counter(name string) (uint64, error) {
+	var n int64
+	t.read("next value of "+name, `SELECT nextval($1::regclass)`, []any{name},
+		func(rows pgx.Rows) error { return rows.Scan(&n) })
+	if t.err != nil {
+		return 0, t.err
+	}
+	return uint64(n), nil
+}
 
 // fail keeps the first error of the transaction and returns it.
 func (t *pgTx) fail(op string, err error) error {
@@ -188,6 +209,35 @@ func (b pgBucket) Put(key, value []byte) error {
 		ON CONFLICT (bucket, key) DO UPDATE SET value = excluded.value`, b.name, key, value)
 }
 
+func (b pgBucket) Add(key []byte, delta int64) error {
+	return b.t.write("add to "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, int8send($3::bigint))
+		ON CONFLICT (bucket, key) DO UPDATE
+		SET value = int8send(('x' || encode(kv.value, 'hex'))::bit(64)::bigint + $3::bigint)`, b.name, key, delta)
+}
+
+// sumRanges adds the ranges' values up in PostgreSQL: one statement, one
+// round trip, and no row sent back.
+func (t *pgTx) sumRanges(ranges []keyRange) int64 {
+	var q strings.Builder
+	args := make([]any, 0, 3*len(ranges))
+	q.WriteString(`SELECT coalesce(sum(('x' || encode(substr(value, 1, 8), 'hex'))::bit(64)::bigint), 0)::bigint FROM (`)
+	for i, r := range ranges {
+		if i > 0 {
+			q.WriteString(` UNION ALL `)
+		}
+		args = append(args, string(r.bucket), nonNil(r.lo))
+		fmt.Fprintf(&q, `SELECT value FROM kv WHERE bucket = $%d AND key >= $%d`, len(args)-1, len(args))
+		if r.hi != nil {
+			args = append(args, r.hi)
+			fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+		}
+	}
+	q.WriteString(`) r`)
+	var total int64
+	t.read("sum ranges", q.String(), args, func(rows pgx.Rows) error { return rows.Scan(&total) })
+	return total
+}
+
 // Expect queues a read that must find key holding value: it is sent with
 // the writes, in their order, and fails the transaction with mismatch when
 // it finds no such row (pgWrite.check).
@@ -205,15 +255,9 @@ func (b pgBucket) Delete(key []byte) error {
 	return b.t.write("delete "+b.name, `DELETE FROM kv WHERE bucket = $1 AND key = $2`, b.name, key)
 }
 
+// NextSequence is the bucket's sequence (pgTx.counter).
 func (b pgBucket) NextSequence() (uint64, error) {
-	var n int64
-	b.t.read("next sequence of "+b.name, `INSERT INTO kv_sequences (bucket, value) VALUES ($1, 1)
-		ON CONFLICT (bucket) DO UPDATE SET value = kv_sequences.value + 1 RETURNING value`, []any{b.name},
-		func(rows pgx.Rows) error { return rows.Scan(&n) })
-	if b.t.err != nil {
-		return 0, b.t.err
-	}
-	return uint64(n), nil
+	return b.t.counter("seq_" + b.name)
 }
 
 // ForEach walks the bucket a page of maxPage keys at a time.

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -56,7 +58,9 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*DB, e
 		pool.Close()
 		return nil, fmt.Errorf("open store on PostgreSQL %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
 	}
-	db := &DB{kv: &pgStore{pool: pool, opts: opts, pending: map[chan struct{}]bool{}}}
+	part := make([]byte, 8)
+	_, _ = crand.Read(part) // never fails (crypto/rand)
+	db := &DB{kv: &pgStore{pool: pool, opts: opts, pending: map[chan struct{}]bool{}, partition: part}}
 	if err := db.buildOrderRefunds(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store on PostgreSQL %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
@@ -70,7 +74,11 @@ type pgStore struct {
 	pool *pgxpool.Pool
 	opts PostgresOptions
 
-	writer    sync.Mutex // this process's writers, one at a time (write)
+	lanes [64]sync.Mutex // batchIn's lanes, by a hash of their names
+	// partition is this open's rows of the running sums (spent.go):
+	// random, so that no two sidecars (nor two starts of one) write the
+	// same sum.
+	partition []byte
 	committed atomic.Uint64
 	// retried counts attempts run again after a conflict (DB.Retries).
 	retried atomic.Uint64
@@ -138,43 +146,11 @@ func conflict(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// writerLock is the key of the session advisory lock every write
-// transaction of every sidecar on the database holds from before its BEGIN
-// to after its COMMIT: one writer at a time across the fleet, as bbolt has
-// one in a process.
-//
-// Measured (countersign bench --store, 64 agents, 2 cores): without it,
-// every decision writes the same few keys (the audit chain's head, the
-// decision sequence, the rep's and the agent's running sums), so
-// concurrent SERIALIZABLE writers abort each other: 5 retries per step
-// with one sidecar, 20 with three, and some writes gave up after
-// MaxAttempts. Taken inside the transaction it would not help, as the
-// snapshot is taken at the transaction's first statement, before the
-// wait. SERIALIZABLE stays, so correctness never rests on the lock.
-const writerLock = 0x636f756e74657273 // "counters"
-
-// write is one attempt of a write transaction under the writer lock. The
-// process's own writers queue on a mutex first, so that at most one pooled
-// connection waits for the lock and reads are never starved of one.
+// write is one attempt of a write transaction. No lock is shared by
+// the fleet: SERIALIZABLE finds the writers that read what another then
+// wrote, and the loser runs again (update).
 func (s *pgStore) write(ctx context.Context, fn func(kvTx) error) error {
-	s.writer.Lock()
-	defer s.writer.Unlock()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return unreachable(fmt.Errorf("acquire a connection: %w", err))
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(writerLock)); err != nil {
-		// The session may hold the lock or not: a connection in doubt is
-		// closed, which releases it.
-		conn.Conn().Close(context.Background())
-		return unreachable(fmt.Errorf("take the writer lock: %w", err))
-	}
-	err = s.run(ctx, conn.Conn().BeginTx, writeTx, fn)
-	if _, uerr := conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", int64(writerLock)); uerr != nil {
-		conn.Conn().Close(context.Background())
-	}
-	return err
+	return s.run(ctx, s.pool.BeginTx, writeTx, fn)
 }
 
 // view runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
@@ -192,7 +168,7 @@ func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOpt
 		return unreachable(fmt.Errorf("begin transaction: %w", err))
 	}
 	defer tx.Rollback(ctx) // after Commit, a no-op
-	t := &pgTx{ctx: ctx, tx: tx}
+	t := &pgTx{ctx: ctx, tx: tx, part: s.partition}
 	ferr := fn(t)
 	if ferr == nil {
 		t.flush() // the queued writes; a read-only transaction refuses them here
@@ -214,6 +190,22 @@ func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOpt
 // under load, and keeps a conflict to the one function that met it. As
 // on bbolt's group commit, a panic in fn is its error.
 func (s *pgStore) batch(fn func(kvTx) error) error { return s.update(safely(fn)) }
+
+// batchIn is batch, run after the writes of the same lane this process
+// started before it: they would read and write the same rows, and under
+// SERIALIZABLE each would abort the others and run again. Lanes share a
+// mutex when their names hash alike, which only queues more than needed.
+func (s *pgStore) batchIn(lane string, fn func(kvTx) error) error {
+	if lane == "" {
+		return s.batch(fn)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(lane))
+	mu := &s.lanes[h.Sum32()%uint32(len(s.lanes))]
+	mu.Lock()
+	defer mu.Unlock()
+	return s.batch(fn)
+}
 
 // safely turns a panic in fn into its error: an enqueued fn runs on a
 // goroutine of its own, where a panic would end the process.

@@ -17,8 +17,18 @@ import (
 //     amount in cents, 8 big-endian bytes.
 //   - sums: the running sum of those entries per bucket of time, for each
 //     width of spentWidths: prefix, NUL, the width's index (one byte), the
-//     bucket's start (8 big-endian bytes of Unix nanoseconds); value: the
-//     sum in cents; absent means zero.
+//     bucket's start (8 big-endian bytes of Unix nanoseconds), then on a
+//     shared store the writer's partition; value: the sum in cents; absent
+//     means zero.
+//
+// On a shared store every sidecar adds its refunds to sums of its own
+// partition (pgTx.partition, random per open), whose bytes follow the
+// entry's amount in its value, so that a refund is taken back out of the
+// sum it went into. A range of sum keys from one bucket start to another
+// holds every partition's sums for the buckets between them, so a window
+// total reads the same ranges as without partitions; but two sidecars
+// spending in the same second write different rows, and neither waits
+// for the other's transaction to end.
 //
 // A window total reads the whole hours in the window, then the whole
 // minutes before the first of them, then the whole seconds, then only the
@@ -49,10 +59,10 @@ func timeKey(prefix string, at time.Time, s Step) []byte {
 	return append(k, stepKey(s.Workflow, s.N)...)
 }
 
-// sumKey is the key of the running sum of width spentWidths[level] for the
-// bucket starting at start (Unix nanoseconds).
-func sumKey(prefix string, level int, start int64) []byte {
-	return appendSumKey(nil, prefix, level, start)
+// sumKey is the key of partition's running sum of width
+// spentWidths[level] for the bucket starting at start (Unix nanoseconds).
+func sumKey(prefix string, level int, start int64, partition []byte) []byte {
+	return append(appendSumKey(nil, prefix, level, start), partition...)
 }
 
 func appendSumKey(dst []byte, prefix string, level int, start int64) []byte {
@@ -85,11 +95,12 @@ func (ix spentIndex) put(t *Tx, prefix string, s Step) error {
 	if err := ix.delete(t, prefix, s); err != nil {
 		return err
 	}
-	amount := u64(uint64(s.Args.Amount))
-	if err := t.bucket(ix.entries).Put(timeKey(prefix, s.ReservedAt, s), amount); err != nil {
+	part := t.kv.partition()
+	value := append(u64(uint64(s.Args.Amount)), part...)
+	if err := t.bucket(ix.entries).Put(timeKey(prefix, s.ReservedAt, s), value); err != nil {
 		return err
 	}
-	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), s.Args.Amount)
+	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), s.Args.Amount, part)
 }
 
 // delete removes s's entry for prefix, if there is one, and its amount
@@ -101,29 +112,20 @@ func (ix spentIndex) delete(t *Tx, prefix string, s Step) error {
 	if raw == nil {
 		return nil
 	}
-	amount := money.Cents(binary.BigEndian.Uint64(raw))
+	amount, part := money.Cents(binary.BigEndian.Uint64(raw)), bytes.Clone(raw[8:])
 	if err := b.Delete(k); err != nil {
 		return err
 	}
-	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), -amount)
+	return ix.addSums(t, prefix, s.ReservedAt.UnixNano(), -amount, part)
 }
 
-// addSums adds delta to the running sums of every width that hold at.
-func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents) error {
+// addSums adds delta to partition's running sums of every width that
+// hold at. The sums are added to, never read here: on PostgreSQL the
+// writes ride with the transaction's next read or its commit.
+func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents, partition []byte) error {
 	b := t.bucket(ix.sums)
 	for level, w := range spentWidths {
-		k := sumKey(prefix, level, floorTo(at, w))
-		total := delta
-		if raw := b.Get(k); raw != nil {
-			total += money.Cents(binary.BigEndian.Uint64(raw))
-		}
-		var err error
-		if total == 0 {
-			err = b.Delete(k)
-		} else {
-			err = b.Put(k, u64(uint64(total)))
-		}
-		if err != nil {
+		if err := b.Add(sumKey(prefix, level, floorTo(at, w), partition), int64(delta)); err != nil {
 			return fmt.Errorf("spending sums of %q: %w", prefix, err)
 		}
 	}
@@ -136,11 +138,9 @@ func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents) 
 // the window before its first whole second.
 func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 	at := since.UnixNano()
-	// The walk's eight keys are cut from one buffer: passed through the
-	// cursor's interface, each would otherwise be an allocation of its own.
+	// The ranges' eight keys are cut from one buffer.
 	keys := keyBuffer{b: make([]byte, 0, 8*(len(prefix)+10))}
-	c := t.bucket(ix.sums).Cursor()
-	var total money.Cents
+	ranges := make([]keyRange, 0, len(spentWidths)+1)
 	end := keys.add(append(append(keys.b, prefix...), 0, 1)) // past every key of width 0
 	var bound int64
 	for level, w := range spentWidths {
@@ -148,12 +148,13 @@ func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 		if level > 0 {
 			end = keys.add(appendSumKey(keys.b, prefix, level, bound))
 		}
-		total += sumRange(c, keys.add(appendSumKey(keys.b, prefix, level, start)), end)
+		ranges = append(ranges, keyRange{bucket: ix.sums, lo: keys.add(appendSumKey(keys.b, prefix, level, start)), hi: end})
 		bound = start
 	}
 	lo := keys.add(appendTimeBound(keys.b, prefix, at))
 	hi := keys.add(appendTimeBound(keys.b, prefix, bound))
-	return total + sumRange(t.bucket(ix.entries).Cursor(), lo, hi)
+	ranges = append(ranges, keyRange{bucket: ix.entries, lo: lo, hi: hi})
+	return money.Cents(t.kv.sumRanges(ranges))
 }
 
 // keyBuffer holds keys one after another in one array.
@@ -172,16 +173,6 @@ func appendTimeBound(dst []byte, prefix string, at int64) []byte {
 	return binary.BigEndian.AppendUint64(append(append(dst, prefix...), 0), uint64(at))
 }
 
-// sumRange adds up the values of the keys from lo (inclusive) to hi
-// (exclusive).
-func sumRange(c kvCursor, lo, hi []byte) money.Cents {
-	var total money.Cents
-	for k, v := c.SeekRange(lo, hi); k != nil; k, v = c.Next() {
-		total += money.Cents(binary.BigEndian.Uint64(v))
-	}
-	return total
-}
-
 // indexSums builds the running sums from the entries: once, when a store
 // written before the sums existed is opened.
 func (ix spentIndex) indexSums(t *Tx) error {
@@ -191,7 +182,7 @@ func (ix spentIndex) indexSums(t *Tx) error {
 			return fmt.Errorf("spending entry %q: malformed key", k)
 		}
 		at := int64(binary.BigEndian.Uint64(k[i+1 : i+9]))
-		return ix.addSums(t, string(k[:i]), at, money.Cents(binary.BigEndian.Uint64(v)))
+		return ix.addSums(t, string(k[:i]), at, money.Cents(binary.BigEndian.Uint64(v)), v[8:])
 	})
 }
 

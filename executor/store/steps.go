@@ -167,12 +167,7 @@ func repKey(rep string) string {
 }
 
 func (t *Tx) addOrderSpent(order string, delta money.Cents) error {
-	b := t.bucket(bOrderSpent)
-	total := t.OrderSpent(order) + delta
-	if total == 0 {
-		return b.Delete([]byte(order))
-	}
-	return b.Put([]byte(order), binary.BigEndian.AppendUint64(nil, uint64(total)))
+	return t.bucket(bOrderSpent).Add([]byte(order), int64(delta))
 }
 
 // OrderSpent is the sum of refunds on order in a spent status.

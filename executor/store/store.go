@@ -25,7 +25,7 @@ var (
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
 		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bFences, bAlerts, bPageSessions,
-		bOrderRefunds}
+		bOrderRefunds, bAuditPending}
 )
 
 // DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).
@@ -140,13 +140,25 @@ func u64(n uint64) []byte {
 	return b
 }
 
-// nextSeq returns the next value of a named counter in the meta bucket.
+// nextSeq returns the next value of a named counter: a key of the meta
+// bucket on bbolt, a sequence on PostgreSQL (pgTx.counter).
 func (t *Tx) nextSeq(name string) (uint64, error) {
-	m := t.bucket(bMeta)
-	var n uint64
-	if raw := m.Get([]byte(name)); raw != nil {
-		n = binary.BigEndian.Uint64(raw)
-	}
-	n++
-	return n, m.Put([]byte(name), u64(n))
+	return t.kv.counter(name)
+}
+
+// Shared reports whether other processes may write the same store at
+// once (DB.Shared), for a writer whose records differ on a fleet (the
+// audit log's).
+func (t *Tx) Shared() bool { return t.kv.shared() }
+
+// Meta returns a copy of the value other packages keep under name in the
+// meta bucket (the audit sequencer's lease), or nil.
+func (t *Tx) Meta(name string) []byte {
+	return bytes.Clone(t.bucket(bMeta).Get([]byte("x:" + name)))
+}
+
+// PutMeta keeps value under name in the meta bucket. Names are kept apart
+// from the store's own keys there.
+func (t *Tx) PutMeta(name string, value []byte) error {
+	return t.bucket(bMeta).Put([]byte("x:"+name), bytes.Clone(value))
 }

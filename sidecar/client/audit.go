@@ -69,6 +69,11 @@ type AuditVerification struct {
 	// Head is the Hash of the last record when the chain holds: kept
 	// elsewhere, it lets a later check see a truncated or rewritten tail.
 	Head string `json:"head,omitempty"`
+	// Unsequenced counts, on a fleet, the records written (durable) but
+	// not yet chained by the sequencer, and OldestUnsequenced is the time
+	// of the oldest of them.
+	Unsequenced       int        `json:"unsequenced,omitempty"`
+	OldestUnsequenced *time.Time `json:"oldest_unsequenced,omitempty"`
 	// Broken is the first broken link, nil when OK.
 	Broken *AuditBreak `json:"broken,omitempty"`
 }
