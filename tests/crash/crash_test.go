@@ -205,8 +205,34 @@ func crashAndResume(t *testing.T, bin string, store []string, s step, point, rem
 		t.Errorf("after resume the workflow is %s with steps %+v, want its one step done", wf.Status, wf.Steps)
 	}
 	n := second.effects(t, s.name) - before
+	second.verifyAudit(t)
 	second.stop(t)
 	return n
+}
+
+// verifyAudit checks, as ops-ida, that the audit chain verifies once every
+// record the cell wrote is in it (on PostgreSQL the sequencer chains them
+// within a period).
+func (p *proc) verifyAudit(t *testing.T) {
+	t.Helper()
+	type verification struct {
+		OK          bool
+		Records     int
+		Unsequenced int
+	}
+	var v verification
+	deadline := time.Now().Add(exitDeadline)
+	for {
+		v = verification{} // unsequenced is left out at 0
+		p.callAs(t, p.ops, http.MethodGet, "/v1/audit/verify", "", http.StatusOK, &v)
+		if v.Unsequenced == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollEvery)
+	}
+	if !v.OK || v.Records == 0 || v.Unsequenced != 0 {
+		t.Errorf("audit after the cell: ok %v, %d records, %d not sequenced; want a verified chain", v.OK, v.Records, v.Unsequenced)
+	}
 }
 
 // proc is one `countersign serve --dev` process.
@@ -218,6 +244,7 @@ type proc struct {
 	client *http.Client
 	ep     struct{ Sidecar, Ledger, Orders string }
 	token  string // rep-ana's bearer token
+	ops    string // ops-ida's
 }
 
 // start runs the binary over dir with extra serve flags and environment and
@@ -283,7 +310,7 @@ func (p *proc) ready(dir string) bool {
 	if err != nil || json.Unmarshal(b, &tokens) != nil || tokens["rep-ana"] == "" {
 		return false
 	}
-	p.token = tokens["rep-ana"]
+	p.token, p.ops = tokens["rep-ana"], tokens["ops-ida"]
 	res, err := p.client.Get(p.ep.Sidecar + "/readyz")
 	if err != nil {
 		return false
@@ -294,21 +321,33 @@ func (p *proc) ready(dir string) bool {
 
 // do sends an authenticated request to the sidecar as rep-ana.
 func (p *proc) do(method, path, body string) (*http.Response, error) {
+	return p.doAs(p.token, method, path, body)
+}
+
+// doAs sends a request with a bearer token.
+func (p *proc) doAs(token, method, path, body string) (*http.Response, error) {
 	req, err := http.NewRequest(method, p.ep.Sidecar+path, strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return p.client.Do(req)
 }
 
-// call sends a request that must answer want, and decodes the body into v.
+// call sends a request as rep-ana that must answer want, and decodes the
+// body into v.
 func (p *proc) call(t *testing.T, method, path, body string, want int, v any) {
 	t.Helper()
-	res, err := p.do(method, path, body)
+	p.callAs(t, p.token, method, path, body, want, v)
+}
+
+// callAs is call with a bearer token.
+func (p *proc) callAs(t *testing.T, token, method, path, body string, want int, v any) {
+	t.Helper()
+	res, err := p.doAs(token, method, path, body)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

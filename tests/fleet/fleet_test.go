@@ -289,3 +289,24 @@ type step struct {
 	Rule     string
 	Approval *struct{ ID, Status string }
 }
+
+// verifyAudit waits until the fleet's sequencer has chained every audit
+// record written so far (none left unsequenced), then checks that the
+// chain verifies and holds records.
+func (p *proc) verifyAudit(t *testing.T, token string) {
+	t.Helper()
+	type verification struct {
+		OK          bool
+		Records     int
+		Unsequenced int
+	}
+	var verify verification
+	p.until(t, "every audit record sequenced", func() bool {
+		verify = verification{} // unsequenced is left out at 0
+		p.call(t, token, http.MethodGet, "/v1/audit/verify", "", http.StatusOK, &verify)
+		return verify.Unsequenced == 0
+	})
+	if !verify.OK || verify.Records == 0 {
+		t.Errorf("the fleet's audit chain does not verify: ok %v, %d records", verify.OK, verify.Records)
+	}
+}

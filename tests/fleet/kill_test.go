@@ -128,11 +128,7 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 	if rec.Unexplained == nil || *rec.Unexplained != 0 {
 		t.Errorf("reconciliation: unexplained %v, want 0", rec.Unexplained)
 	}
-	var verify struct{ OK bool }
-	a.call(t, ops, http.MethodGet, "/v1/audit/verify", "", http.StatusOK, &verify)
-	if !verify.OK {
-		t.Error("the fleet's audit chain does not verify")
-	}
+	a.verifyAudit(t, ops)
 	t.Logf("%d agents over 3 sidecars, %d workflows, %d acknowledged done before B was killed, %d paid",
 		killAgents, len(tried), len(acked), len(entries))
 }
