@@ -197,8 +197,6 @@ func (f *serveFlags) run(cmd *cobra.Command, lookupEnv func(string) (string, boo
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	// Where each setting came from, never its value: a value may be a secret.
-	log.Info("settings", "config", settings.File, "from_environment", settings.Keys(config.FromEnv), "from_file", settings.Keys(config.FromFile))
 	hooks, err := loadTestHooks(log)
 	if err != nil {
 		return err
@@ -211,6 +209,8 @@ func (f *serveFlags) run(cmd *cobra.Command, lookupEnv func(string) (string, boo
 	if err != nil {
 		return withFlagAdvice(err)
 	}
+	// Where each setting came from, never its value: a value may be a secret.
+	log.Info("settings", "config", settings.File, "from_environment", settings.Keys(config.FromEnv), "from_file", settings.Keys(config.FromFile))
 	<-cmd.Context().Done()
 	log.Info("shutting down")
 	return closer.Close()
@@ -225,7 +225,7 @@ func (f *serveFlags) settle(fs *pflag.FlagSet, lookupEnv func(string) (string, b
 	p, more := f.prepare()
 	problems = append(problems, more...)
 	if len(problems) > 0 {
-		return settings, p, &settingsError{problems: problems, dev: f.dev}
+		return settings, p, &settingsError{problems: problems, production: p.production}
 	}
 	f.storeURL = p.store
 	return settings, p, nil
@@ -239,6 +239,9 @@ type prepared struct {
 	bundle       *policy.Bundle
 	kek          *credential.KeyEncryptionKey // with --dev; production has it in opts
 	opts         stack.Options                // without --dev
+	// production is set when the production settings are missing or
+	// wrong: --dev is the other way to start.
+	production bool
 }
 
 // prepare checks every setting and reads every file one names, starting
@@ -281,6 +284,7 @@ func (f serveFlags) prepare() (prepared, []error) {
 		p.kek, err = f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
 	} else {
 		p.opts, err = f.production()
+		p.production = err != nil
 	}
 	add(err)
 	// The JWKS file is read when the stack starts; config check, which
@@ -315,14 +319,20 @@ func (f serveFlags) store() (string, error) {
 }
 
 // settingsError is every problem with serve's settings, one a line, with
-// how to set each and, without --dev, the other way to start.
+// how to set each and, when production settings are at fault, the other
+// way to start. One problem stays one line.
 type settingsError struct {
-	problems []error
-	dev      bool
+	problems   []error
+	production bool
 }
 
+const orDev = "or pass --dev to run with the simulated systems"
+
 func (e *settingsError) Error() string {
-	if len(e.problems) == 1 && e.dev {
+	if len(e.problems) == 1 && e.production {
+		return e.problems[0].Error() + " (" + orDev + ")"
+	}
+	if len(e.problems) == 1 {
 		return e.problems[0].Error()
 	}
 	var b strings.Builder
@@ -331,8 +341,8 @@ func (e *settingsError) Error() string {
 		b.WriteString("\n  " + p.Error())
 	}
 	b.WriteString("\nset each as a flag --NAME, as the environment variable COUNTERSIGN_NAME ('-' as '_') or as the key NAME: of the --config file (countersign config check FILE lists a file's problems)")
-	if !e.dev {
-		b.WriteString("; or pass --dev to run with the simulated systems")
+	if e.production {
+		b.WriteString("; " + orDev)
 	}
 	return b.String()
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -180,7 +178,7 @@ func TestStoreFile(t *testing.T) {
 // prints a value.
 func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
-	jwks := writeText(t, "jwks.json", jwksText(t))
+	jwks := publicJWKSFile(t)
 	secret := writeText(t, "store", "postgres://cs:s3cret@db.internal/cs\n")
 	prod := func(extra string) string {
 		return fmt.Sprintf("data: %s\nagent: support-agent\nledger: https://ledger.internal\norders: https://orders.internal\nissuer: https://idp.example\nissuer-jwks: %s\nstore-file: %s\n%s", dir, jwks, secret, extra)
@@ -257,18 +255,4 @@ key-file: /nonexistent/kek
 			t.Errorf("a missing file: %v", err)
 		}
 	})
-}
-
-// jwksText is a JWKS with one public key.
-func jwksText(t *testing.T) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(writeJWKS(t, pub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
