@@ -252,6 +252,11 @@ func TestContainerCommand(t *testing.T) {
 	d := readDockerfile(t)
 	im := d.target(t, d.stages[len(d.stages)-1])
 	argv := append(execForm(t, "ENTRYPOINT", im.entrypoint), execForm(t, "CMD", im.cmd)...)[1:]
+	if !slices.Equal(argv, []string{"serve"}) {
+		// Flags in the command (--data /data) would act on this machine's
+		// paths and ports, not a container's.
+		t.Fatalf("the default command is countersign %q, want serve configured by the environment alone", argv)
+	}
 	bin := filepath.Join(t.TempDir(), "countersign")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

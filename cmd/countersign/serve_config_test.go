@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -110,7 +112,9 @@ func TestServeReadsTheEnvironmentAndTheFile(t *testing.T) {
 			cmd.SetArgs(append([]string{"--dev", "--data", t.TempDir()}, tc.args...))
 			cmd.SetOut(io.Discard)
 			cmd.SetErr(io.Discard)
-			if err := cmd.Execute(); err == nil || err.Error() != "--receiver-clock-skew 0s must be over zero: no two clocks agree exactly" {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a serve that started ends here
+			defer cancel()
+			if err := cmd.ExecuteContext(ctx); err == nil || err.Error() != "--receiver-clock-skew 0s must be over zero: no two clocks agree exactly" {
 				t.Errorf("serve: %v, want the refusal of --receiver-clock-skew 0s alone", err)
 			}
 		})
