@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/countersign/countersign/cmd/config"
 )
@@ -56,8 +55,7 @@ The file's keys are serve's flag names, without --:
 // environment, or a summary of what they set.
 func checkConfig(cmd *cobra.Command, file string, lookupEnv func(string) (string, bool)) error {
 	var f serveFlags
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.register(fs)
+	fs := newServeCmdFor(&f).Flags()
 	if err := fs.Set("config", file); err != nil {
 		return err
 	}

@@ -71,8 +71,11 @@ type testHooks struct {
 	controls  *engine.Controls
 }
 
-func newServeCmd() *cobra.Command {
-	var f serveFlags
+func newServeCmd() *cobra.Command { return newServeCmdFor(new(serveFlags)) }
+
+// newServeCmdFor is serve with its flags bound to f, which config check
+// reads.
+func newServeCmdFor(f *serveFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve (--dev | --agent ID --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR [--store postgres://...]",
 		Short: "Run the sidecar (with --dev: with the ledger, the order system and a dev identity provider)",
@@ -90,6 +93,13 @@ signed with that key (by countersign bundle build --signing-key or opa
 build --signing-key); an unsigned or wrongly signed upload is answered 422
 bundle_signature_invalid. Without it no signature is required, and a
 signed bundle loads with its signature unchecked.
+
+Every flag --NAME is also the environment variable COUNTERSIGN_NAME
+(upper-cased, '-' as '_': COUNTERSIGN_ISSUER_JWKS) and the key NAME: of
+the YAML file --config FILE (or COUNTERSIGN_CONFIG) names; a flag wins
+over its variable, which wins over the file. --store-file FILE gives the
+--store URL out of the process list. countersign config check FILE lists
+every problem of a file. Missing or wrong settings are named all at once.
 
 With --dev it also starts the simulated ledger and order system and the dev
 identity provider on loopback ports, loads the embedded bundle p1 (or
@@ -141,51 +151,46 @@ Countersign-Signature header with the secret in
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, os.LookupEnv) },
 	}
-	f.register(cmd.Flags())
-	return cmd
-}
-
-// register defines serve's flags on fs, each bound to its field of f.
-func (f *serveFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.configFile, "config", "",
+	cmd.Flags().StringVar(&f.configFile, "config", "",
 		"YAML file of settings whose keys are these flags' names (listen: 0.0.0.0:8080); every flag --NAME is also the environment variable COUNTERSIGN_NAME ('-' as '_'); a flag wins over its variable, which wins over the file (check one with countersign config check FILE)")
-	fs.StringVar(&f.storeFile, "store-file", "", "a file holding the --store URL (surrounding white space ignored), which keeps the database password out of the process list")
-	fs.BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
-	fs.StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
-	fs.StringVar(&f.storeURL, "store", "", "a postgres:// URL: keep the state in that PostgreSQL database, shared by a fleet of sidecars (default: bbolt under --data)")
-	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "with --store: how long a workflow stays leased to a sidecar that stopped renewing it (was killed) before another takes it over")
-	fs.StringVar(&f.listen, "listen", stack.DefaultListen, "sidecar listen address")
-	fs.StringVar(&f.bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
-	fs.StringVar(&f.agent, "agent", "", "the agent this sidecar speaks for, the act.sub of every actor token (required without --dev; --dev default "+devstack.AgentID+")")
-	fs.StringVar(&f.ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
-	fs.StringVar(&f.ordersURL, "orders", "", "the order system's base URL (without --dev)")
-	fs.StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
-	fs.DurationVar(&f.tokenTTL, "dispatch-token-ttl", credential.DefaultTTL,
+	cmd.Flags().StringVar(&f.storeFile, "store-file", "", "a file holding the --store URL (surrounding white space ignored), which keeps the database password out of the process list")
+	cmd.Flags().BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
+	cmd.Flags().StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
+	cmd.Flags().StringVar(&f.storeURL, "store", "", "a postgres:// URL: keep the state in that PostgreSQL database, shared by a fleet of sidecars (default: bbolt under --data)")
+	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "with --store: how long a workflow stays leased to a sidecar that stopped renewing it (was killed) before another takes it over")
+	cmd.Flags().StringVar(&f.listen, "listen", stack.DefaultListen, "sidecar listen address")
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "policy bundle directory or .tar.gz to activate through the gate (dev default: the embedded p1)")
+	cmd.Flags().StringVar(&f.agent, "agent", "", "the agent this sidecar speaks for, the act.sub of every actor token (required without --dev; --dev default "+devstack.AgentID+")")
+	cmd.Flags().StringVar(&f.ledgerURL, "ledger", "", "the ledger's base URL (without --dev)")
+	cmd.Flags().StringVar(&f.ordersURL, "orders", "", "the order system's base URL (without --dev)")
+	cmd.Flags().StringVar(&f.issuer, "issuer", "", "the iss of trusted people's tokens (without --dev)")
+	cmd.Flags().DurationVar(&f.tokenTTL, "dispatch-token-ttl", credential.DefaultTTL,
 		"life of the actor tokens the sidecar mints, whole seconds, at most 120s (the systems of record refuse longer); "+
 			"a step whose effect is not found is sent again only after its tokens have expired, so keep it short (the bundle's token_ttl_seconds may shorten it)")
-	fs.DurationVar(&f.skew, "receiver-clock-skew", engine.DefaultReceiverSkew,
+	cmd.Flags().DurationVar(&f.skew, "receiver-clock-skew", engine.DefaultReceiverSkew,
 		"how far past a token's exp the systems of record may still accept it (their clock skew, plus any leeway they allow); "+
 			"a step whose effect is not found is sent again only after its tokens' exp plus this")
-	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
-	fs.StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
-	fs.StringVar(&f.verificationKey, "bundle-verification-key", "",
+	cmd.Flags().DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "deadline of each policy evaluation; past it the call fails closed with 503 policy_timeout")
+	cmd.Flags().StringVar(&f.issuerJWKS, "issuer-jwks", "", "the issuer's JWKS: an http(s) URL or a file (without --dev)")
+	cmd.Flags().StringVar(&f.verificationKey, "bundle-verification-key", "",
 		"PEM public key every bundle must be signed with, in OPA's format (.signatures.json): the one at start, the one restored and every upload (without --dev)")
-	fs.StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
-	fs.StringSliceVar(&f.mcpOrigins, "mcp-allowed-origins", nil,
+	cmd.Flags().StringVar(&f.verificationKeyID, "bundle-verification-key-id", policy.DefaultKeyID, "the key id the signatures must name (with --bundle-verification-key)")
+	cmd.Flags().StringSliceVar(&f.mcpOrigins, "mcp-allowed-origins", nil,
 		"web origins (scheme://host[:port], comma-separated or repeated; \"null\" for opaque origins) whose pages may call /mcp; a request with another Origin header is 403 forbidden_origin, one without Origin is not concerned (default none)")
-	fs.StringVar(&f.publicURL, "public-url", "",
+	cmd.Flags().StringVar(&f.publicURL, "public-url", "",
 		"the sidecar's base URL as clients and browsers reach it, through any proxy in front (scheme://host[:port], e.g. https://countersign.example.com): /mcp's OAuth protected resource metadata, the lead page's sign-in redirect URL (it + /login/callback) and the notices' links are under it (default: each request's own scheme and Host, or the sidecar's own address)")
-	fs.StringVar(&f.notifyWebhook, "notify-webhook", "",
+	cmd.Flags().StringVar(&f.notifyWebhook, "notify-webhook", "",
 		"URL to POST each approval requested and each decision on it to (JSON with a Slack-compatible text field), signed with --notify-webhook-secret-file")
-	fs.StringVar(&f.notifySecretFile, "notify-webhook-secret-file", "",
+	cmd.Flags().StringVar(&f.notifySecretFile, "notify-webhook-secret-file", "",
 		"file holding the secret the notices are signed with (HMAC-SHA256, header Countersign-Signature); the receiver keeps the same (required with --notify-webhook)")
-	fs.StringVar(&f.oidcIssuer, "oidc-issuer", "",
+	cmd.Flags().StringVar(&f.oidcIssuer, "oidc-issuer", "",
 		"the lead page's sign-in: the OpenID Connect provider's issuer URL (its discovery document is read at start; without --dev)")
-	fs.StringVar(&f.oidcClientID, "oidc-client-id", "", "with --oidc-issuer: this sidecar's client id at the provider")
-	fs.StringVar(&f.oidcSecretFile, "oidc-client-secret-file", "",
+	cmd.Flags().StringVar(&f.oidcClientID, "oidc-client-id", "", "with --oidc-issuer: this sidecar's client id at the provider")
+	cmd.Flags().StringVar(&f.oidcSecretFile, "oidc-client-secret-file", "",
 		"with --oidc-issuer: a file holding the client's secret (mode 0600; surrounding white space is ignored)")
-	fs.StringVar(&f.keyFile, "key-file", "",
+	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
+	return cmd
 }
 
 // run reads the settings the command line left to the environment and the

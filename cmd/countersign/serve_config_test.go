@@ -62,8 +62,7 @@ func TestEverySettingHasAVariableAndAKey(t *testing.T) {
 				want = env
 			}
 			var f serveFlags
-			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-			f.register(fs)
+			fs := newServeCmdFor(&f).Flags()
 			settings, _, _ := f.settle(fs, envOf(map[string]string{config.EnvName(fl.Name): env}))
 			if got := fs.Lookup(fl.Name).Value.String(); got != want || settings.Origins[fl.Name].Source != config.FromEnv {
 				t.Errorf("--%s = %q from %+v, want %q from %s", fl.Name, got, settings.Origins[fl.Name], want, config.EnvName(fl.Name))
@@ -75,8 +74,7 @@ func TestEverySettingHasAVariableAndAKey(t *testing.T) {
 		t.Run(fl.Name+":", func(t *testing.T) {
 			file := writeText(t, "countersign.yaml", fmt.Sprintf("# serve's settings\n%s: %s\n", fl.Name, yaml))
 			var f serveFlags
-			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-			f.register(fs)
+			fs := newServeCmdFor(&f).Flags()
 			settings, _, _ := f.settle(fs, envOf(map[string]string{"COUNTERSIGN_CONFIG": file}))
 			if got := fs.Lookup(fl.Name).Value.String(); got != want || settings.Origins[fl.Name].Where != file+":2" {
 				t.Errorf("--%s = %q from %+v, want %q from %s:2", fl.Name, got, settings.Origins[fl.Name], want, file)
@@ -126,8 +124,7 @@ func TestServeReadsTheEnvironmentAndTheFile(t *testing.T) {
 // --dev.
 func TestServeNamesEverySettingToFix(t *testing.T) {
 	var f serveFlags
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.register(fs)
+	fs := newServeCmdFor(&f).Flags()
 	_, _, err := f.settle(fs, noEnv)
 	if err == nil {
 		t.Fatal("serve would start")
@@ -168,8 +165,7 @@ func TestStoreFile(t *testing.T) {
 	}
 	t.Run("serve uses it", func(t *testing.T) {
 		var f serveFlags
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		f.register(fs)
+		fs := newServeCmdFor(&f).Flags()
 		_, p, err := f.settle(fs, envOf(map[string]string{"COUNTERSIGN_DEV": "true", "COUNTERSIGN_DATA": t.TempDir(), "COUNTERSIGN_STORE_FILE": url}))
 		if err != nil || p.store != "postgres://cs:s3cret@db.internal/cs" || f.storeURL != p.store {
 			t.Errorf("settle: %v, store %q, --store %q", err, p.store, f.storeURL)
