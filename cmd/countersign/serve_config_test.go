@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/countersign/countersign/cmd/config"
+	"github.com/countersign/countersign/cmd/devstack"
 )
 
 // noEnv is an environment without a COUNTERSIGN_* variable.
@@ -255,4 +256,19 @@ key-file: /nonexistent/kek
 			t.Errorf("a missing file: %v", err)
 		}
 	})
+}
+
+// healthcheck, as the image's HEALTHCHECK runs it (no --addr), asks the
+// address the config file gives serve when COUNTERSIGN_LISTEN does not.
+func TestHealthcheckFollowsTheConfigFile(t *testing.T) {
+	dev, err := devstack.Start(context.Background(), devstack.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	t.Setenv("COUNTERSIGN_LISTEN", "")
+	t.Setenv("COUNTERSIGN_CONFIG", writeText(t, "countersign.yaml", "listen: "+strings.TrimPrefix(dev.Endpoints.Sidecar, "http://")+"\n"))
+	if out, err := runRoot(t, "healthcheck"); err != nil || strings.TrimSpace(out) != "ready" {
+		t.Errorf("healthcheck: %v, printed %q", err, out)
+	}
 }
