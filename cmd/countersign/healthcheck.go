@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/countersign/countersign/cmd/config"
 )
 
 // defaultHealthAddr is where healthcheck asks when neither --addr nor
@@ -30,11 +32,17 @@ func newHealthcheckCmd() *cobra.Command {
 printing one line that says why. This is what a container's HEALTHCHECK
 runs: the image needs no shell and no curl.
 
---addr defaults to COUNTERSIGN_LISTEN when it is set, else ` + defaultHealthAddr + `.
+--addr defaults to COUNTERSIGN_LISTEN when it is set, else to the listen:
+of the file COUNTERSIGN_CONFIG names, else ` + defaultHealthAddr + `.
 A listen address on every interface (0.0.0.0:PORT, [::]:PORT or :PORT) is
 asked on 127.0.0.1:PORT.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("addr") && os.Getenv("COUNTERSIGN_LISTEN") == "" {
+				if listen := listenFromConfig(os.LookupEnv); listen != "" {
+					addr = listen
+				}
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			if err := checkReady(ctx, dialAddr(addr)); err != nil {
@@ -95,4 +103,16 @@ func checkReady(ctx context.Context, addr string) error {
 		return fmt.Errorf("not ready: %s answered %s", url, res.Status)
 	}
 	return errors.New("not ready: " + answer.Error.Message)
+}
+
+// listenFromConfig is serve's --listen as the config file named by
+// COUNTERSIGN_CONFIG sets it, "" when it does not: the address a container
+// configured by that file serves on.
+func listenFromConfig(lookupEnv func(string) (string, bool)) string {
+	fs := newServeCmd().Flags()
+	settings, _ := config.Load(fs, "config", lookupEnv) // the file's problems are serve's to report
+	if settings.Origins["listen"].Source != config.FromFile {
+		return ""
+	}
+	return fs.Lookup("listen").Value.String()
 }

@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 		newTokenCmd(),
 		newSimCmd(),
 		newServeCmd(),
+		newConfigCmd(),
 		newAuditCmd(),
 		newReconcileCmd(),
 		newShadowCmd(),

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/countersign/countersign/cmd/config"
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/credential"
@@ -24,9 +26,13 @@ import (
 
 // serveFlags are serve's command line.
 type serveFlags struct {
-	dev           bool
-	data          string
-	storeURL      string
+	// configFile is the YAML file of settings (cmd/config).
+	configFile string
+	dev        bool
+	data       string
+	storeURL   string
+	// storeFile holds storeURL, out of the process list.
+	storeFile     string
 	listen        string
 	bundle        string
 	agent         string
@@ -65,8 +71,11 @@ type testHooks struct {
 	controls  *engine.Controls
 }
 
-func newServeCmd() *cobra.Command {
-	var f serveFlags
+func newServeCmd() *cobra.Command { return newServeCmdFor(new(serveFlags)) }
+
+// newServeCmdFor is serve with its flags bound to f, which config check
+// reads.
+func newServeCmdFor(f *serveFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve (--dev | --agent ID --ledger URL --orders URL --issuer NAME --issuer-jwks URL|FILE) --data DIR [--store postgres://...]",
 		Short: "Run the sidecar (with --dev: with the ledger, the order system and a dev identity provider)",
@@ -84,6 +93,13 @@ signed with that key (by countersign bundle build --signing-key or opa
 build --signing-key); an unsigned or wrongly signed upload is answered 422
 bundle_signature_invalid. Without it no signature is required, and a
 signed bundle loads with its signature unchecked.
+
+Every flag --NAME is also the environment variable COUNTERSIGN_NAME
+(upper-cased, '-' as '_': COUNTERSIGN_ISSUER_JWKS) and the key NAME: of
+the YAML file --config FILE (or COUNTERSIGN_CONFIG) names; a flag wins
+over its variable, which wins over the file. --store-file FILE gives the
+--store URL out of the process list. countersign config check FILE lists
+every problem of a file. Missing or wrong settings are named all at once.
 
 With --dev it also starts the simulated ledger and order system and the dev
 identity provider on loopback ports, loads the embedded bundle p1 (or
@@ -133,8 +149,11 @@ Countersign-Signature header with the secret in
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, os.LookupEnv) },
 	}
+	cmd.Flags().StringVar(&f.configFile, "config", "",
+		"YAML file of settings whose keys are these flags' names (listen: 0.0.0.0:8080); every flag --NAME is also the environment variable COUNTERSIGN_NAME ('-' as '_'); a flag wins over its variable, which wins over the file (check one with countersign config check FILE)")
+	cmd.Flags().StringVar(&f.storeFile, "store-file", "", "a file holding the --store URL (surrounding white space ignored), which keeps the database password out of the process list")
 	cmd.Flags().BoolVar(&f.dev, "dev", false, "run with the simulated systems of record and the dev identity provider")
 	cmd.Flags().StringVar(&f.data, "data", "", "data directory (state, keys, simulators)")
 	cmd.Flags().StringVar(&f.storeURL, "store", "", "a postgres:// URL: keep the state in that PostgreSQL database, shared by a fleet of sidecars (default: bbolt under --data)")
@@ -174,40 +193,16 @@ Countersign-Signature header with the secret in
 	return cmd
 }
 
-// run starts the sidecar the flags ask for and serves until the command's
-// context ends (SIGTERM or SIGINT).
-func (f serveFlags) run(cmd *cobra.Command) error {
-	if f.data == "" {
-		return errors.New("--data DIR is required: the sidecar keeps its state there")
-	}
-	if err := f.devConflicts(); err != nil {
-		return err
-	}
-	if f.dev && f.keyFile != "" && f.storeURL == "" {
-		return errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data")
-	}
-	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
-		return fmt.Errorf("--mcp-allowed-origins: %w", err)
-	}
-	secret, err := f.notifySecret()
+// run reads the settings the command line left to the environment and the
+// config file, starts the sidecar they ask for and serves until the
+// command's context ends (SIGTERM or SIGINT).
+func (f *serveFlags) run(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
+	settings, p, err := f.settle(cmd.Flags(), lookupEnv)
 	if err != nil {
 		return err
-	}
-	if err := stack.CheckPublicURL(f.publicURL); f.publicURL != "" && err != nil {
-		return fmt.Errorf("--public-url: %w", err)
-	}
-	if err := stack.CheckDispatchTokenTTL(f.tokenTTL); err != nil {
-		return fmt.Errorf("--dispatch-token-ttl: %w", err)
-	}
-	if f.skew <= 0 {
-		return fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hooks, err := loadTestHooks(log)
-	if err != nil {
-		return err
-	}
-	b, err := f.loadBundle()
 	if err != nil {
 		return err
 	}
@@ -215,13 +210,171 @@ func (f serveFlags) run(cmd *cobra.Command) error {
 	if f.dev {
 		start = f.startDev
 	}
-	closer, err := start(cmd, log, hooks, b, secret)
+	closer, err := start(cmd, log, hooks, p)
 	if err != nil {
 		return withFlagAdvice(err)
 	}
+	// Where each setting came from, never its value: a value may be a secret.
+	log.Info("settings", "config", settings.File, "from_environment", settings.Keys(config.FromEnv), "from_file", settings.Keys(config.FromFile))
 	<-cmd.Context().Done()
 	log.Info("shutting down")
 	return closer.Close()
+}
+
+// settle fills the flags of fs (f's) that the command line left unset from
+// the environment and the config file, then checks every setting; it
+// returns every problem of both at once as a *settingsError.
+func (f *serveFlags) settle(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*config.Settings, prepared, error) {
+	settings, err := config.Load(fs, "config", lookupEnv)
+	problems := leaves(err)
+	p, more := f.prepare()
+	problems = append(problems, more...)
+	if len(problems) > 0 {
+		return settings, p, &settingsError{problems: problems, production: p.production}
+	}
+	f.storeURL = p.store
+	return settings, p, nil
+}
+
+// prepared is what serve's settings give once checked, read before
+// anything starts.
+type prepared struct {
+	store        string // the PostgreSQL URL, from --store or --store-file
+	notifySecret []byte
+	bundle       *policy.Bundle
+	kek          *credential.KeyEncryptionKey // with --dev; production has it in opts
+	opts         stack.Options                // without --dev
+	// production is set when the production settings are missing or
+	// wrong: --dev is the other way to start.
+	production bool
+}
+
+// prepare checks every setting and reads every file one names, starting
+// nothing, and returns every problem at once: serve refuses to start on
+// any, and config check lists them.
+func (f serveFlags) prepare() (prepared, []error) {
+	var (
+		p        prepared
+		problems []error
+		err      error
+	)
+	add := func(err error) { problems = append(problems, leaves(err)...) }
+	if f.data == "" {
+		add(errors.New("--data DIR is required: the sidecar keeps its state there"))
+	}
+	add(f.devConflicts())
+	p.store, err = f.store()
+	add(err)
+	f.storeURL = p.store
+	if f.dev && f.keyFile != "" && f.storeURL == "" {
+		add(errors.New("--key-file is for a fleet of sidecars on a shared store (--store): without it --dev keeps its signing keys under --data"))
+	}
+	if _, err := mcpfront.ParseOrigins(f.mcpOrigins); err != nil {
+		add(fmt.Errorf("--mcp-allowed-origins: %w", err))
+	}
+	p.notifySecret, err = f.notifySecret()
+	add(err)
+	if err := stack.CheckPublicURL(f.publicURL); f.publicURL != "" && err != nil {
+		add(fmt.Errorf("--public-url: %w", err))
+	}
+	if err := stack.CheckDispatchTokenTTL(f.tokenTTL); err != nil {
+		add(fmt.Errorf("--dispatch-token-ttl: %w", err))
+	}
+	if f.skew <= 0 {
+		add(fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew))
+	}
+	p.bundle, err = f.loadBundle()
+	add(err)
+	if f.dev {
+		p.kek, err = f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
+	} else {
+		p.opts, err = f.production()
+		p.production = err != nil
+	}
+	add(err)
+	// The JWKS file is read when the stack starts; config check, which
+	// starts nothing, names it here when it is not there.
+	if !f.dev && f.issuerJWKS != "" && !strings.HasPrefix(f.issuerJWKS, "http://") && !strings.HasPrefix(f.issuerJWKS, "https://") {
+		if _, err := os.Stat(f.issuerJWKS); err != nil {
+			add(fmt.Errorf("--issuer-jwks: %w", err))
+		}
+	}
+	return p, problems
+}
+
+// store is the PostgreSQL URL of --store or of the file --store-file
+// names, "" for none. Its problems never repeat the URL, which holds the
+// database password.
+func (f serveFlags) store() (string, error) {
+	switch {
+	case f.storeFile == "":
+		return f.storeURL, nil
+	case f.storeURL != "":
+		return "", errors.New("--store and --store-file are both given: pass the database URL one way (--store-file keeps it out of the process list)")
+	}
+	b, err := os.ReadFile(f.storeFile)
+	if err != nil {
+		return "", fmt.Errorf("--store-file: %w", err)
+	}
+	url := strings.TrimSpace(string(b))
+	if url == "" {
+		return "", fmt.Errorf("--store-file %s is empty: write the database's postgres:// URL in it", f.storeFile)
+	}
+	return url, nil
+}
+
+// settingsError is every problem with serve's settings, one a line, with
+// how to set each and, when production settings are at fault, the other
+// way to start. One problem stays one line.
+type settingsError struct {
+	problems   []error
+	production bool
+}
+
+const orDev = "or pass --dev to run with the simulated systems"
+
+func (e *settingsError) Error() string {
+	if len(e.problems) == 1 && e.production {
+		return e.problems[0].Error() + " (" + orDev + ")"
+	}
+	if len(e.problems) == 1 {
+		return e.problems[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "serve cannot start, %d %s to fix:", len(e.problems), plural(len(e.problems), "setting", "settings"))
+	for _, p := range e.problems {
+		b.WriteString("\n  " + p.Error())
+	}
+	b.WriteString("\nset each as a flag --NAME, as the environment variable COUNTERSIGN_NAME ('-' as '_') or as the key NAME: of the --config file (countersign config check FILE lists a file's problems)")
+	if e.production {
+		b.WriteString("; " + orDev)
+	}
+	return b.String()
+}
+
+func (e *settingsError) Unwrap() []error { return e.problems }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// leaves flattens joined errors into their parts, nil into none.
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
 }
 
 type closer interface{ Close() error }
@@ -287,13 +440,10 @@ func (f serveFlags) loadBundle() (*policy.Bundle, error) {
 
 // startProduction runs the production wiring alone: no simulator, no dev
 // identity provider, no fixture.
-func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle, notifySecret []byte) (closer, error) {
-	opts, err := f.production()
-	if err != nil {
-		return nil, err
-	}
-	opts.NotifyWebhook, opts.NotifyWebhookSecret = f.notifyWebhook, notifySecret
-	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, b, true
+func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, p prepared) (closer, error) {
+	opts := p.opts
+	opts.NotifyWebhook, opts.NotifyWebhookSecret = f.notifyWebhook, p.notifySecret
+	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, p.bundle, true
 	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
 	opts.DispatchTokenTTL, opts.ReceiverClockSkew = f.tokenTTL, f.skew
 	st, err := stack.Start(cmd.Context(), opts)
@@ -307,17 +457,13 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 }
 
 // startDev runs the dev stack and writes its endpoints and tokens.
-func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, b *policy.Bundle, notifySecret []byte) (closer, error) {
-	kek, err := f.keyEncryptionKey() // a first sidecar of a fleet (--store) mints with the fleet's keys
-	if err != nil {
-		return nil, err
-	}
+func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, p prepared) (closer, error) {
 	st, err := devstack.Start(cmd.Context(), devstack.Options{
-		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: kek, Listen: f.listen, Agent: f.agent,
-		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: b,
+		DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, KeyEncryptionKey: p.kek, Listen: f.listen, Agent: f.agent,
+		Logger: log, Failpoint: h.failpoint, Controls: h.controls, Background: true, PolicyTimeout: f.policyTimeout, Bundle: p.bundle,
 		MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL,
 		DispatchTokenTTL: f.tokenTTL, ReceiverClockSkew: f.skew,
-		NotifyWebhook: f.notifyWebhook, NotifyWebhookSecret: notifySecret,
+		NotifyWebhook: f.notifyWebhook, NotifyWebhookSecret: p.notifySecret,
 	})
 	if err != nil {
 		return nil, err
@@ -352,7 +498,7 @@ func withFlagAdvice(err error) error {
 }
 
 // production checks the production flags, reporting every problem at once
-// in the flags' own terms, and returns the options they give.
+// in the flags' own terms (joined), and returns the options they give.
 func (f serveFlags) production() (stack.Options, error) {
 	var problems []error
 	if f.agent == "" {
@@ -388,7 +534,7 @@ func (f serveFlags) production() (stack.Options, error) {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
-		return stack.Options{}, fmt.Errorf("serve without --dev: %w (or pass --dev to run with the simulated systems)", errors.Join(problems...))
+		return stack.Options{}, errors.Join(problems...)
 	}
 	return stack.Options{DataDir: f.data, StoreURL: f.storeURL, LeaseTTL: f.leaseTTL, Agent: f.agent, LedgerURL: f.ledgerURL, OrdersURL: f.ordersURL, Issuers: []authn.Issuer{is},
 		BundleVerifier: verifier, KeyEncryptionKey: kek, MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL, SignIn: signIn}, nil

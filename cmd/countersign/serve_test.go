@@ -15,14 +15,14 @@ import (
 	"github.com/countersign/countersign/executor/policy"
 )
 
-// Without --dev every missing or malformed flag is named at once, with
-// the way out (--dev).
+// Without --dev every missing or malformed flag is named at once (serve
+// adds the way out, --dev: TestServeNamesEverySettingToFix).
 func TestProductionFlags(t *testing.T) {
 	_, err := serveFlags{ordersURL: "ftp://orders"}.production()
 	if err == nil {
 		t.Fatal("no error for missing flags")
 	}
-	for _, want := range []string{"--agent", "--ledger", "--orders", "--issuer must", "--issuer-jwks", "--dev"} {
+	for _, want := range []string{"--agent", "--ledger", "--orders", "--issuer must", "--issuer-jwks"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
@@ -257,7 +257,7 @@ func TestOIDCFlags(t *testing.T) {
 	}
 
 	dev := serveFlags{dev: true, data: t.TempDir(), oidcIssuer: "https://idp.example"}
-	if err := dev.run(newServeCmd()); err == nil || !strings.Contains(err.Error(), "--dev signs leads in at the dev identity provider") {
+	if err := dev.run(newServeCmd(), noEnv); err == nil || !strings.Contains(err.Error(), "--dev signs leads in at the dev identity provider") {
 		t.Errorf("--dev with --oidc-issuer: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func TestServeStartProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	unwritable := filepath.Join(file, "data")
-	prod := []string{"--agent", "support-agent", "--ledger", "http://127.0.0.1:1", "--orders", "http://127.0.0.1:1", "--issuer", "idp", "--issuer-jwks", filepath.Join(t.TempDir(), "jwks.json")}
+	prod := []string{"--agent", "support-agent", "--ledger", "http://127.0.0.1:1", "--orders", "http://127.0.0.1:1", "--issuer", "idp", "--issuer-jwks", "http://127.0.0.1:1/jwks.json"}
 	pid := "pid " + strconv.Itoa(first.cmd.Process.Pid)
 
 	for _, tc := range []struct {
