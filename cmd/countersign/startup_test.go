@@ -108,7 +108,14 @@ func startServe(t *testing.T, bin, dir string) *served {
 // stderr (the log) going to stderr, and waits as startServe does.
 func startServeWith(t *testing.T, bin, dir string, stderr *syncBuffer, flags ...string) *served {
 	t.Helper()
-	s := &served{cmd: exec.Command(bin, append([]string{"serve", "--dev", "--data", dir}, flags...)...), done: make(chan error, 1)}
+	return startCommand(t, exec.Command(bin, append([]string{"serve", "--dev", "--data", dir}, flags...)...), dir, stderr)
+}
+
+// startCommand starts cmd, a serve --dev over dir, its stderr going to
+// stderr, and waits as startServe does.
+func startCommand(t *testing.T, cmd *exec.Cmd, dir string, stderr *syncBuffer) *served {
+	t.Helper()
+	s := &served{cmd: cmd, done: make(chan error, 1)}
 	stdout := &syncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = stdout, stderr
 	if err := s.cmd.Start(); err != nil {
