@@ -181,9 +181,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	ae := classify(err)
 	rid := c.Response().Header().Get(echo.HeaderXRequestID)
-	if ae.Status >= 500 {
-		s.log.Error("request failed", "request_id", rid, "path", c.Path(), "err", err)
-	}
+	// A 5xx's error is in the request's log line (requestLog), at ERROR
+	// with the id the client sees.
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", s.challenge(c))
 	}

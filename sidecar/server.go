@@ -226,12 +226,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // requestLog logs one line per request with its id and the caller, never a
-// token or a body.
+// token or a body, at the level requestLevel gives it. A 5xx's line carries
+// the error the handler returned; it is the request's one ERROR line.
 func (s *Server) requestLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogMethod: true, LogURIPath: true, LogLatency: true, LogRequestID: true, LogError: true,
 		HandleError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := requestLevel(v.URIPath, v.Status)
+			ctx := c.Request().Context()
+			if !s.log.Enabled(ctx, level) {
+				return nil
+			}
 			attrs := []any{"request_id", v.RequestID, "method", v.Method, "path", v.URIPath,
 				"status", v.Status, "latency_ms", float64(v.Latency.Microseconds()) / 1000}
 			if p, ok := c.Get(principalKey).(authn.Principal); ok {
@@ -240,8 +246,25 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 			if v.Error != nil {
 				attrs = append(attrs, "err", v.Error.Error())
 			}
-			s.log.Info("request", attrs...)
+			s.log.Log(ctx, level, "request", attrs...)
 			return nil
 		},
 	})
+}
+
+// requestLevel is the level of a request's log line: DEBUG for the
+// probes and the scrapes, which an orchestrator and Prometheus send every
+// few seconds and whose failures they report themselves (a 503 from
+// /readyz is its answer while no bundle is active, not a fault); ERROR for
+// any other 5xx, a fault of the sidecar or of a system behind it; INFO for
+// the rest, 4xx included, which are the client's to fix.
+func requestLevel(path string, status int) slog.Level {
+	switch {
+	case path == "/healthz" || path == "/readyz" || path == "/metrics":
+		return slog.LevelDebug
+	case status >= 500:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -62,6 +63,9 @@ type serveFlags struct {
 	oidcIssuer     string
 	oidcClientID   string
 	oidcSecretFile string
+	// logLevel and logFormat shape the log on stderr (newLogger).
+	logLevel  string
+	logFormat string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -190,6 +194,9 @@ Countersign-Signature header with the secret in
 		"with --oidc-issuer: a file holding the client's secret (mode 0600; surrounding white space is ignored)")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "",
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info",
+		"the least level logged: debug, info, warn or error (the probes' and /metrics scrapes' request lines are debug, a 4xx's info, a 5xx's error)")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "json", "the log's form on stderr: json (one object per line) or text (key=value)")
 	return cmd
 }
 
@@ -201,7 +208,10 @@ func (f *serveFlags) run(cmd *cobra.Command, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
 	hooks, err := loadTestHooks(log)
 	if err != nil {
 		return err
@@ -282,6 +292,9 @@ func (f serveFlags) prepare() (prepared, []error) {
 	}
 	if f.skew <= 0 {
 		add(fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew))
+	}
+	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
+		add(err)
 	}
 	p.bundle, err = f.loadBundle()
 	add(err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,9 +101,23 @@ type served struct {
 // endpoints and answers /readyz.
 func startServe(t *testing.T, bin, dir string) *served {
 	t.Helper()
-	s := &served{cmd: exec.Command(bin, "serve", "--dev", "--data", dir), done: make(chan error, 1)}
-	var out bytes.Buffer
-	s.cmd.Stdout, s.cmd.Stderr = &out, &out
+	return startServeWith(t, bin, dir, &syncBuffer{})
+}
+
+// startServeWith runs serve --dev over dir with the extra flags, its
+// stderr (the log) going to stderr, and waits as startServe does.
+func startServeWith(t *testing.T, bin, dir string, stderr *syncBuffer, flags ...string) *served {
+	t.Helper()
+	return startCommand(t, exec.Command(bin, append([]string{"serve", "--dev", "--data", dir}, flags...)...), dir, stderr)
+}
+
+// startCommand starts cmd, a serve --dev over dir, its stderr going to
+// stderr, and waits as startServe does.
+func startCommand(t *testing.T, cmd *exec.Cmd, dir string, stderr *syncBuffer) *served {
+	t.Helper()
+	s := &served{cmd: cmd, done: make(chan error, 1)}
+	stdout := &syncBuffer{}
+	s.cmd.Stdout, s.cmd.Stderr = stdout, stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +130,7 @@ func startServe(t *testing.T, bin, dir string) *served {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("the first serve exited before it was ready:\n%s", &out)
+			t.Fatalf("the first serve exited before it was ready:\n%s%s", stdout, stderr)
 		case <-deadline:
 			t.Fatal("the first serve is not ready after 90s")
 		case <-tick.C:
@@ -155,4 +170,22 @@ func (s *served) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first serve still runs 30s after SIGTERM")
 	}
+}
+
+// syncBuffer is a process's output, read while the process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
