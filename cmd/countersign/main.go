@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 		newKeyfileCmd(),
 		newVersionCmd(),
 		newHealthcheckCmd(),
+		newManifestsCmd(),
 	)
 	return root
 }
