@@ -52,6 +52,7 @@ func newRootCmd() *cobra.Command {
 		newKeyfileCmd(),
 		newVersionCmd(),
 		newHealthcheckCmd(),
+		newManifestsCmd(),
 	)
 	return root
 }
