@@ -58,6 +58,9 @@ func (e *Engine) amend(ctx context.Context, p Person, wfID string, n int, args t
 	}
 	pl := e.planned(ctx, p, am.w, am.s)
 	r, err := e.decideBatch(ctx, lane(am.s.Tool, args), &pl.v, func(tx *store.Tx) (reservation, error) {
+		if pl.ready {
+			e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: n, Tool: am.s.Tool, Args: args, Call: tool.CallHash(am.s.Tool, args)}, pl.v.now)
+		}
 		return e.amendAndDecide(ctx, tx, p, wfID, n, args, claimed, pl)
 	})
 	if err != nil {

@@ -200,6 +200,9 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 // re-runnable: everything comes from tx and pl.
 func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated, pl proposal) (reservation, error) {
 	var r reservation
+	if pl.ready {
+		e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: pl.w.Steps + 1, Tool: name, Args: args, Call: tool.CallHash(name, args)}, pl.v.now)
+	}
 	w, refreshed, s, err := e.admit(tx, p, wfID, name, args, st)
 	if err != nil {
 		return r, err
@@ -438,6 +441,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	}
 	v := e.preDecide(ctx, w, s, f)
 	r, err := e.decideBatch(ctx, lane(s.Tool, s.Args), &v, func(tx *store.Tx) (reservation, error) {
+		e.prefetch(tx, w, s, v.now)
 		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/executor/tool"
 )
 
 // verdict is a decision made before the write transaction, from facts read
@@ -63,4 +64,22 @@ func (v verdict) holds(in policy.Input, revision string) bool {
 func (e *Engine) input(tx *store.Tx, w store.Workflow, s store.Step, f facts, lim policy.Limits, now time.Time) policy.Input {
 	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
 		Workflow: e.runOf(tx, w, s, lim, now)}
+}
+
+// prefetch reads ahead, in one round trip on PostgreSQL (store.Tx.Prefetch),
+// what a decision transaction on step s of w reads: the step and its
+// workflow, the call's entry, the tool's switch, mode and breaker, the
+// active bundle, and the totals of the call's order, the rep's day and the
+// agent's hour at now. Limits that cannot be read leave the totals out;
+// the decision then reads them itself.
+func (e *Engine) prefetch(tx *store.Tx, w store.Workflow, s store.Step, now time.Time) {
+	reads := []store.Read{
+		store.ReadStep(s.Workflow, s.N), store.ReadWorkflow(s.Workflow), store.ReadCall(s.Workflow, s.Call),
+		store.ReadSwitch(string(s.Tool)), store.ReadMode(string(s.Tool)), store.ReadBreaker(string(s.Tool), w.AgentVersion),
+		store.ReadActiveDigest(), store.ReadOrderSpent(s.Args.Order), store.ReadOrderReships(s.Args.Order),
+	}
+	if lim, err := e.policy.Limits(); err == nil && s.Tool == tool.IssueRefund {
+		reads = append(reads, store.ReadRepSpent(w.User, now.Add(-lim.RepWindow)), store.ReadAgentSpent(now.Add(-time.Hour)))
+	}
+	tx.Prefetch(reads...)
 }

@@ -156,6 +156,7 @@ func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(nam
 
 func (boltTx) shared() bool      { return false }
 func (boltTx) partition() []byte { return nil }
+func (boltTx) prefetch([]Read)   {}
 
 // counter keeps a named counter under its name in the meta bucket.
 func (t boltTx) counter(name string) (uint64, error) {

@@ -46,6 +46,19 @@
 // buckets one at a time with later migrations, behind the same Tx methods.
 // Version 2 numbers keys from PostgreSQL sequences, one per bucket that
 // numbers its keys and one per named counter, instead of counter rows.
+// Version 3 gives every bucket a table of its own, kv_<bucket> (key,
+// value), and keeps kv as a read-only view of them all: PostgreSQL's
+// SERIALIZABLE watches what a transaction read by index page, and in one
+// table the rows of neighbouring buckets shared pages, so writers of
+// unrelated records conflicted through them. Sessions run with
+// enable_seqscan off: every statement reads by key or key range, and a
+// small table scanned whole would be watched whole.
+//
+// A decision reads a dozen records before it writes. Tx.Prefetch reads
+// them ahead in one round trip (one statement per bucket, and one per
+// window total, sent in one batch with the queued writes), and the
+// accessors then answer from what it read and from the transaction's own
+// writes since.
 //
 // # A fleet without a shared lock
 //

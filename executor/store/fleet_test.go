@@ -89,12 +89,22 @@ func TestPostgresUpgradesAVersion1Database(t *testing.T) {
 		return tx.PutStep(refund("W1", 1, "O-1", 1234, store.StepDone, t0))
 	})
 	db.Close()
-	// Back to version 1 as it left the database: counters in kv_sequences
+	// Back to version 1 as it left the database: every record in the one
+	// table kv, counters in kv_sequences
 	// (decisions 41, the workflow index 7, lease fences 9) and the
 	// approvals' in the meta bucket (12), no sequences.
 	conn := connect(t, url)
 	approvals := binary.BigEndian.AppendUint64(nil, 12)
 	for _, q := range []string{
+		`DROP VIEW kv`,
+		`DROP FUNCTION countersign_expect`,
+		`CREATE TABLE kv (bucket text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (bucket, key))`,
+		`DO $$ DECLARE t text; BEGIN
+			FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'kv\_%' LOOP
+				EXECUTE format('INSERT INTO kv SELECT %L, key, value FROM %I', substr(t, 4), t);
+				EXECUTE format('DROP TABLE %I', t);
+			END LOOP;
+		END $$`,
 		`DROP SEQUENCE seq_decisions, seq_bundles, seq_leases, seq_rejections, seq_workflows_by_seq, seq_audit_pending, approval_seq`,
 		`CREATE TABLE kv_sequences (bucket text PRIMARY KEY, value bigint NOT NULL)`,
 		`INSERT INTO kv_sequences VALUES ('decisions', 41), ('workflows_by_seq', 7), ('leases', 9)`,

@@ -41,6 +41,9 @@ type kvTx interface {
 	// spending entry's amount). PostgreSQL adds them up itself, in one
 	// round trip for all the ranges.
 	sumRanges(ranges []keyRange) int64
+	// prefetch reads the records of reads ahead, in one round trip on
+	// PostgreSQL; bbolt, whose reads are memory, ignores it.
+	prefetch(reads []Read)
 }
 
 // keyRange is the keys of a bucket from lo (inclusive) to hi (exclusive).

@@ -41,6 +41,118 @@ var migrations = []string{
 		WHERE bucket = 'meta' AND key = convert_to('approval_seq', 'UTF8');
 	DELETE FROM kv WHERE bucket = 'meta' AND key = convert_to('approval_seq', 'UTF8');
 	DROP TABLE kv_sequences`,
+	// 3: a table per bucket, kv_<bucket> (key, value), instead of one
+	// table for all. PostgreSQL's SERIALIZABLE watches what a transaction
+	// read by index page, so in one table the rows of neighbouring buckets
+	// share pages, and writers of unrelated records (an audit record, a
+	// decision, the sequencer's lease) conflicted through them. A database
+	// holding a bucket this version does not know is refused. The view kv
+	// shows every record as version 1 held them, read-only.
+	`DO $$ BEGIN
+		IF EXISTS (SELECT 1 FROM kv WHERE bucket NOT IN ('alerts', 'approvals', 'audit', 'audit_pending', 'breakers', 'bundle_blobs', 'bundles', 'calls', 'credential_keys', 'decisions', 'decisions_by_workflow', 'lease_fences', 'leases', 'meta', 'modes', 'page_sessions', 'refunds_by_order', 'rejections', 'reships_by_order', 'spent_by_agent', 'spent_by_agent_sums', 'spent_by_order', 'spent_by_rep', 'spent_by_rep_sums', 'steps', 'switches', 'workflows', 'workflows_by_seq', 'workflows_by_user')) THEN
+			RAISE EXCEPTION 'kv holds a bucket this countersign does not know: run the countersign that wrote it';
+		END IF;
+	END $$;
+	CREATE TABLE kv_alerts (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_alerts SELECT key, value FROM kv WHERE bucket = 'alerts';
+	CREATE TABLE kv_approvals (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_approvals SELECT key, value FROM kv WHERE bucket = 'approvals';
+	CREATE TABLE kv_audit (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_audit SELECT key, value FROM kv WHERE bucket = 'audit';
+	CREATE TABLE kv_audit_pending (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_audit_pending SELECT key, value FROM kv WHERE bucket = 'audit_pending';
+	CREATE TABLE kv_breakers (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_breakers SELECT key, value FROM kv WHERE bucket = 'breakers';
+	CREATE TABLE kv_bundle_blobs (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_bundle_blobs SELECT key, value FROM kv WHERE bucket = 'bundle_blobs';
+	CREATE TABLE kv_bundles (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_bundles SELECT key, value FROM kv WHERE bucket = 'bundles';
+	CREATE TABLE kv_calls (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_calls SELECT key, value FROM kv WHERE bucket = 'calls';
+	CREATE TABLE kv_credential_keys (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_credential_keys SELECT key, value FROM kv WHERE bucket = 'credential_keys';
+	CREATE TABLE kv_decisions (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_decisions SELECT key, value FROM kv WHERE bucket = 'decisions';
+	CREATE TABLE kv_decisions_by_workflow (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_decisions_by_workflow SELECT key, value FROM kv WHERE bucket = 'decisions_by_workflow';
+	CREATE TABLE kv_lease_fences (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_lease_fences SELECT key, value FROM kv WHERE bucket = 'lease_fences';
+	CREATE TABLE kv_leases (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_leases SELECT key, value FROM kv WHERE bucket = 'leases';
+	CREATE TABLE kv_meta (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_meta SELECT key, value FROM kv WHERE bucket = 'meta';
+	CREATE TABLE kv_modes (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_modes SELECT key, value FROM kv WHERE bucket = 'modes';
+	CREATE TABLE kv_page_sessions (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_page_sessions SELECT key, value FROM kv WHERE bucket = 'page_sessions';
+	CREATE TABLE kv_refunds_by_order (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_refunds_by_order SELECT key, value FROM kv WHERE bucket = 'refunds_by_order';
+	CREATE TABLE kv_rejections (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_rejections SELECT key, value FROM kv WHERE bucket = 'rejections';
+	CREATE TABLE kv_reships_by_order (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_reships_by_order SELECT key, value FROM kv WHERE bucket = 'reships_by_order';
+	CREATE TABLE kv_spent_by_agent (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_spent_by_agent SELECT key, value FROM kv WHERE bucket = 'spent_by_agent';
+	CREATE TABLE kv_spent_by_agent_sums (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_spent_by_agent_sums SELECT key, value FROM kv WHERE bucket = 'spent_by_agent_sums';
+	CREATE TABLE kv_spent_by_order (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_spent_by_order SELECT key, value FROM kv WHERE bucket = 'spent_by_order';
+	CREATE TABLE kv_spent_by_rep (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_spent_by_rep SELECT key, value FROM kv WHERE bucket = 'spent_by_rep';
+	CREATE TABLE kv_spent_by_rep_sums (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_spent_by_rep_sums SELECT key, value FROM kv WHERE bucket = 'spent_by_rep_sums';
+	CREATE TABLE kv_steps (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_steps SELECT key, value FROM kv WHERE bucket = 'steps';
+	CREATE TABLE kv_switches (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_switches SELECT key, value FROM kv WHERE bucket = 'switches';
+	CREATE TABLE kv_workflows (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_workflows SELECT key, value FROM kv WHERE bucket = 'workflows';
+	CREATE TABLE kv_workflows_by_seq (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_workflows_by_seq SELECT key, value FROM kv WHERE bucket = 'workflows_by_seq';
+	CREATE TABLE kv_workflows_by_user (key bytea PRIMARY KEY, value bytea NOT NULL);
+	INSERT INTO kv_workflows_by_user SELECT key, value FROM kv WHERE bucket = 'workflows_by_user';
+	DROP TABLE kv;
+	-- Every record at once, as version 1 held them, for a person reading
+	-- the database (and backups that dump it).
+	CREATE VIEW kv AS SELECT 'alerts'::text AS bucket, key, value FROM kv_alerts
+		UNION ALL SELECT 'approvals'::text AS bucket, key, value FROM kv_approvals
+		UNION ALL SELECT 'audit'::text AS bucket, key, value FROM kv_audit
+		UNION ALL SELECT 'audit_pending'::text AS bucket, key, value FROM kv_audit_pending
+		UNION ALL SELECT 'breakers'::text AS bucket, key, value FROM kv_breakers
+		UNION ALL SELECT 'bundle_blobs'::text AS bucket, key, value FROM kv_bundle_blobs
+		UNION ALL SELECT 'bundles'::text AS bucket, key, value FROM kv_bundles
+		UNION ALL SELECT 'calls'::text AS bucket, key, value FROM kv_calls
+		UNION ALL SELECT 'credential_keys'::text AS bucket, key, value FROM kv_credential_keys
+		UNION ALL SELECT 'decisions'::text AS bucket, key, value FROM kv_decisions
+		UNION ALL SELECT 'decisions_by_workflow'::text AS bucket, key, value FROM kv_decisions_by_workflow
+		UNION ALL SELECT 'lease_fences'::text AS bucket, key, value FROM kv_lease_fences
+		UNION ALL SELECT 'leases'::text AS bucket, key, value FROM kv_leases
+		UNION ALL SELECT 'meta'::text AS bucket, key, value FROM kv_meta
+		UNION ALL SELECT 'modes'::text AS bucket, key, value FROM kv_modes
+		UNION ALL SELECT 'page_sessions'::text AS bucket, key, value FROM kv_page_sessions
+		UNION ALL SELECT 'refunds_by_order'::text AS bucket, key, value FROM kv_refunds_by_order
+		UNION ALL SELECT 'rejections'::text AS bucket, key, value FROM kv_rejections
+		UNION ALL SELECT 'reships_by_order'::text AS bucket, key, value FROM kv_reships_by_order
+		UNION ALL SELECT 'spent_by_agent'::text AS bucket, key, value FROM kv_spent_by_agent
+		UNION ALL SELECT 'spent_by_agent_sums'::text AS bucket, key, value FROM kv_spent_by_agent_sums
+		UNION ALL SELECT 'spent_by_order'::text AS bucket, key, value FROM kv_spent_by_order
+		UNION ALL SELECT 'spent_by_rep'::text AS bucket, key, value FROM kv_spent_by_rep
+		UNION ALL SELECT 'spent_by_rep_sums'::text AS bucket, key, value FROM kv_spent_by_rep_sums
+		UNION ALL SELECT 'steps'::text AS bucket, key, value FROM kv_steps
+		UNION ALL SELECT 'switches'::text AS bucket, key, value FROM kv_switches
+		UNION ALL SELECT 'workflows'::text AS bucket, key, value FROM kv_workflows
+		UNION ALL SELECT 'workflows_by_seq'::text AS bucket, key, value FROM kv_workflows_by_seq
+		UNION ALL SELECT 'workflows_by_user'::text AS bucket, key, value FROM kv_workflows_by_user`,
+	// 4: a statement that fails its transaction unless it counted one
+	// row: an expectation (kvBucket.Expect) queued before the COMMIT of
+	// the same round trip must stop that COMMIT, not just report.
+	`CREATE FUNCTION countersign_expect(n bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+	BEGIN
+		IF n <> 1 THEN
+			RAISE EXCEPTION 'countersign: an expected record is not as expected' USING ERRCODE = 'CSX01';
+		END IF;
+		RETURN n;
+	END $$`,
 }
 
 // migrationLock is the key of the advisory lock the migrations run under.

@@ -139,7 +139,7 @@ func TestOrderRefundsBuiltForAnOlderStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = conn.Exec(ctx, `DELETE FROM kv WHERE bucket = 'refunds_by_order' OR (bucket = 'meta' AND key = 'refunds_by_order_built'::bytea)`)
+		_, err = conn.Exec(ctx, `DELETE FROM kv_refunds_by_order; DELETE FROM kv_meta WHERE key = 'refunds_by_order_built'::bytea`)
 		conn.Close(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,15 +16,26 @@ import (
 // transaction); the first failure is kept in err, every later operation
 // does nothing, and the transaction ends with that error (pgStore.run).
 //
-// Writes are queued and sent with the next read, in one round trip, or by
-// flush before the commit: a decision's transaction reads and writes a
-// few dozen keys, and a round trip per write would be a third of its
-// time. A write's failure therefore surfaces at the next read or at the
-// commit, as the transaction's error.
+// Writes are queued and sent with the next read, in one round trip, or
+// with the COMMIT: a decision's transaction reads and writes a few dozen
+// keys, and a round trip per write would be a third of its time. A
+// write's failure therefore surfaces at the next read or at the commit,
+// as the transaction's error. BEGIN is likewise sent with the first
+// statement, and COMMIT with the last writes (an expectation that fails
+// raises an error there, so the COMMIT after it cannot commit): a write
+// transaction costs no round trip of its own.
 type pgTx struct {
-	ctx    context.Context
-	tx     pgx.Tx
-	part   []byte // pgStore.partition
+	ctx  context.Context
+	conn *pgx.Conn
+	// begin is the BEGIN statement still to send before the first
+	// statement; "" once sent.
+	begin string
+	part  []byte // pgStore.partition
+	// got holds what prefetch read, by bucket and key, kept up to date
+	// by this transaction's own writes; sums holds the window totals it
+	// read, by their ranges, until a write to a spending bucket.
+	got    map[string]cachedValue
+	sums   map[string]int64
 	err    error
 	writes []pgWrite
 }
@@ -36,15 +49,21 @@ type pgWrite struct {
 	mismatch error
 }
 
-// check is the outcome of queued write w, whose statement answered tag.
-func (w pgWrite) check(tag pgconn.CommandTag, err error) error {
-	if err == nil && w.mismatch != nil && tag.RowsAffected() != 1 {
+// errExpectation is the SQLSTATE countersign_expect raises (migration 4).
+const errExpectation = "CSX01"
+
+// check is the outcome of queued write w.
+func (w pgWrite) check(_ pgconn.CommandTag, err error) error {
+	var pe *pgconn.PgError
+	if w.mismatch != nil && errors.As(err, &pe) && pe.Code == errExpectation {
 		return w.mismatch
 	}
 	return err
 }
 
-func (t *pgTx) bucket(name []byte) kvBucket { return pgBucket{t: t, name: string(name)} }
+func (t *pgTx) bucket(name []byte) kvBucket {
+	return pgBucket{t: t, name: string(name), sql: statementsOf(string(name))}
+}
 
 func (t *pgTx) shared() bool      { return true }
 func (t *pgTx) partition() []byte { return t.part }
@@ -85,44 +104,70 @@ func (t *pgTx) write(op, sql string, args ...any) error {
 // read sends the queued writes, then q, and hands q's rows to scan; all
 // in one round trip.
 func (t *pgTx) read(op, q string, args []any, scan func(pgx.Rows) error) {
+	t.readAll([]pgRead{{op: op, sql: q, args: args, scan: scan}})
+}
+
+// pgRead is one query of readAll.
+type pgRead struct {
+	op, sql string
+	args    []any
+	scan    func(pgx.Rows) error
+}
+
+// readAll sends the queued writes, then the queries, and hands each
+// query's rows to its scan; all in one round trip.
+func (t *pgTx) readAll(qs []pgRead) {
 	if t.err != nil {
 		return
 	}
-	if len(t.writes) == 0 {
-		rows, err := t.tx.Query(t.ctx, q, args...)
+	if t.begin == "" && len(t.writes) == 0 && len(qs) == 1 {
+		q := qs[0]
+		rows, err := t.conn.Query(t.ctx, q.sql, q.args...)
 		if err == nil {
-			err = scanAll(rows, scan)
+			err = scanAll(rows, q.scan)
 		}
 		if err != nil {
-			t.fail(op, err)
+			t.fail(q.op, err)
 		}
 		return
 	}
 	var b pgx.Batch
+	begin := t.queueBegin(&b)
 	for _, w := range t.writes {
 		b.Queue(w.sql, w.args...)
 	}
-	b.Queue(q, args...)
+	for _, q := range qs {
+		b.Queue(q.sql, q.args...)
+	}
 	writes := t.writes
 	t.writes = nil
-	br := t.tx.SendBatch(t.ctx, &b)
+	br := t.conn.SendBatch(t.ctx, &b)
 	defer func() {
 		if err := br.Close(); err != nil {
-			t.fail(op, err)
+			t.fail("read", err)
 		}
 	}()
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			t.fail("begin", err)
+			return
+		}
+	}
 	for _, w := range writes {
 		if err := w.check(br.Exec()); err != nil {
 			t.fail(w.op, err)
 			return
 		}
 	}
-	rows, err := br.Query()
-	if err == nil {
-		err = scanAll(rows, scan)
-	}
-	if err != nil {
-		t.fail(op, err)
+	for _, q := range qs {
+		rows, err := br.Query()
+		if err == nil {
+			err = scanAll(rows, q.scan)
+		}
+		if err != nil {
+			t.fail(q.op, err)
+			return
+		}
 	}
 }
 
@@ -137,28 +182,62 @@ func scanAll(rows pgx.Rows, scan func(pgx.Rows) error) error {
 	return rows.Err()
 }
 
-// flush sends the queued writes and returns the transaction's error.
-func (t *pgTx) flush() error {
-	if t.err != nil || len(t.writes) == 0 {
+// queueBegin queues the BEGIN first in b if it is still to be sent, and
+// says whether it did.
+func (t *pgTx) queueBegin(b *pgx.Batch) bool {
+	if t.begin == "" {
+		return false
+	}
+	b.Queue(t.begin)
+	t.begin = ""
+	return true
+}
+
+// commit sends the queued writes and the COMMIT, in one round trip, and
+// returns the transaction's error. A transaction that sent nothing and
+// has nothing to write is done: it never began.
+func (t *pgTx) commit() error {
+	if t.err != nil {
 		return t.err
 	}
+	if t.begin != "" && len(t.writes) == 0 {
+		t.begin = ""
+		return nil
+	}
 	var b pgx.Batch
+	begin := t.queueBegin(&b)
 	for _, w := range t.writes {
 		b.Queue(w.sql, w.args...)
 	}
+	b.Queue("COMMIT")
 	writes := t.writes
 	t.writes = nil
-	br := t.tx.SendBatch(t.ctx, &b)
-	for _, w := range writes {
-		if err := w.check(br.Exec()); err != nil {
-			t.fail(w.op, err)
-			break
+	br := t.conn.SendBatch(t.ctx, &b)
+	defer func() {
+		if err := br.Close(); err != nil {
+			t.fail("commit", err)
+		}
+	}()
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return t.fail("begin", err)
 		}
 	}
-	if err := br.Close(); err != nil {
-		t.fail("write", err)
+	for _, w := range writes {
+		if err := w.check(br.Exec()); err != nil {
+			return t.fail(w.op, err)
+		}
 	}
-	return t.err
+	tag, err := br.Exec()
+	if err == nil && tag.String() != "COMMIT" {
+		// PostgreSQL answers COMMIT in a failed transaction with
+		// ROLLBACK: whatever failed was reported above.
+		err = fmt.Errorf("the transaction ended %s", tag)
+	}
+	if err != nil {
+		return t.fail("commit", err)
+	}
+	return nil
 }
 
 // query reads all the key-value rows q returns; nil after a failure,
@@ -183,12 +262,47 @@ func (t *pgTx) query(op, q string, args ...any) []kvPair {
 type pgBucket struct {
 	t    *pgTx
 	name string
+	sql  *bucketSQL
+}
+
+// bucketSQL are the statements on one bucket's table, kv_<bucket>
+// (migration 3).
+type bucketSQL struct {
+	table                             string // quoted
+	get, put, add, expect, delete, in string
+}
+
+// bucketStatements holds a *bucketSQL per bucket name, made once.
+var bucketStatements sync.Map
+
+func tableOf(bucket string) string { return pgx.Identifier{"kv_" + bucket}.Sanitize() }
+
+func statementsOf(bucket string) *bucketSQL {
+	if s, ok := bucketStatements.Load(bucket); ok {
+		return s.(*bucketSQL)
+	}
+	t := tableOf(bucket)
+	s := &bucketSQL{
+		table: t,
+		get:   `SELECT value FROM ` + t + ` WHERE key = $1`,
+		put:   `INSERT INTO ` + t + ` (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+		add: `INSERT INTO ` + t + ` (key, value) VALUES ($1, int8send($2::bigint)) ON CONFLICT (key) DO UPDATE
+			SET value = int8send(('x' || encode(` + t + `.value, 'hex'))::bit(64)::bigint + $2::bigint)`,
+		expect: `SELECT countersign_expect(count(*)) FROM ` + t + ` WHERE key = $1 AND value = $2`,
+		delete: `DELETE FROM ` + t + ` WHERE key = $1`,
+		in:     `SELECT key, value FROM ` + t + ` WHERE key = ANY($1::bytea[])`,
+	}
+	actual, _ := bucketStatements.LoadOrStore(bucket, s)
+	return actual.(*bucketSQL)
 }
 
 func (b pgBucket) Get(key []byte) []byte {
+	if c, ok := b.t.got[cacheKey(b.name, key)]; ok {
+		return c.value
+	}
 	var v []byte
 	found := false
-	b.t.read("get "+b.name, `SELECT value FROM kv WHERE bucket = $1 AND key = $2`, []any{b.name, key}, func(rows pgx.Rows) error {
+	b.t.read("get "+b.name, b.sql.get, []any{key}, func(rows pgx.Rows) error {
 		found = true
 		return rows.Scan(&v)
 	})
@@ -205,37 +319,56 @@ func (b pgBucket) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{} // a nil []byte would be NULL
 	}
-	return b.t.write("put "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, $3)
-		ON CONFLICT (bucket, key) DO UPDATE SET value = excluded.value`, b.name, key, value)
+	b.t.wrote(b.name, key, cachedValue{value: value, known: true})
+	return b.t.write("put "+b.name, b.sql.put, key, value)
 }
 
 func (b pgBucket) Add(key []byte, delta int64) error {
-	return b.t.write("add to "+b.name, `INSERT INTO kv (bucket, key, value) VALUES ($1, $2, int8send($3::bigint))
-		ON CONFLICT (bucket, key) DO UPDATE
-		SET value = int8send(('x' || encode(kv.value, 'hex'))::bit(64)::bigint + $3::bigint)`, b.name, key, delta)
+	b.t.wrote(b.name, key, cachedValue{}) // the sum is PostgreSQL's to compute
+	return b.t.write("add to "+b.name, b.sql.add, key, delta)
 }
 
 // sumRanges adds the ranges' values up in PostgreSQL: one statement, one
 // round trip, and no row sent back.
 func (t *pgTx) sumRanges(ranges []keyRange) int64 {
+	if total, ok := t.sums[rangesKey(ranges)]; ok {
+		return total
+	}
+	var total int64
+	t.read("sum ranges", sumRangesQuery(ranges), sumRangesArgs(ranges), func(rows pgx.Rows) error { return rows.Scan(&total) })
+	return total
+}
+
+// sumRangesQuery is the statement that adds up the values in ranges,
+// with sumRangesArgs.
+func sumRangesQuery(ranges []keyRange) string {
 	var q strings.Builder
-	args := make([]any, 0, 3*len(ranges))
+	n := 0
 	q.WriteString(`SELECT coalesce(sum(('x' || encode(substr(value, 1, 8), 'hex'))::bit(64)::bigint), 0)::bigint FROM (`)
 	for i, r := range ranges {
 		if i > 0 {
 			q.WriteString(` UNION ALL `)
 		}
-		args = append(args, string(r.bucket), nonNil(r.lo))
-		fmt.Fprintf(&q, `SELECT value FROM kv WHERE bucket = $%d AND key >= $%d`, len(args)-1, len(args))
+		n++
+		fmt.Fprintf(&q, `SELECT value FROM %s WHERE key >= $%d`, tableOf(string(r.bucket)), n)
 		if r.hi != nil {
-			args = append(args, r.hi)
-			fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+			n++
+			fmt.Fprintf(&q, ` AND key < $%d`, n)
 		}
 	}
 	q.WriteString(`) r`)
-	var total int64
-	t.read("sum ranges", q.String(), args, func(rows pgx.Rows) error { return rows.Scan(&total) })
-	return total
+	return q.String()
+}
+
+func sumRangesArgs(ranges []keyRange) []any {
+	args := make([]any, 0, 3*len(ranges))
+	for _, r := range ranges {
+		args = append(args, nonNil(r.lo))
+		if r.hi != nil {
+			args = append(args, r.hi)
+		}
+	}
+	return args
 }
 
 // Expect queues a read that must find key holding value: it is sent with
@@ -246,13 +379,14 @@ func (b pgBucket) Expect(key, value []byte, mismatch error) error {
 		return b.t.err
 	}
 	b.t.writes = append(b.t.writes, pgWrite{op: "expect " + b.name,
-		sql:  `SELECT 1 FROM kv WHERE bucket = $1 AND key = $2 AND value = $3`,
-		args: []any{b.name, key, nonNil(value)}, mismatch: mismatch})
+		sql:  b.sql.expect,
+		args: []any{key, nonNil(value)}, mismatch: mismatch})
 	return nil
 }
 
 func (b pgBucket) Delete(key []byte) error {
-	return b.t.write("delete "+b.name, `DELETE FROM kv WHERE bucket = $1 AND key = $2`, b.name, key)
+	b.t.wrote(b.name, key, cachedValue{known: true})
+	return b.t.write("delete "+b.name, b.sql.delete, key)
 }
 
 // NextSequence is the bucket's sequence (pgTx.counter).
@@ -359,17 +493,17 @@ func (c *pgCursor) current() ([]byte, []byte) {
 // it doubles nextLen for the page after it.
 func (c *pgCursor) read(desc bool, bound []byte, inclusive bool) {
 	c.page, c.i, c.desc, c.more = nil, 0, desc, false
-	q := `SELECT key, value FROM kv WHERE bucket = $1`
-	args := []any{c.b.name, c.nextLen}
+	q := `SELECT key, value FROM ` + c.b.sql.table + ` WHERE true`
+	args := []any{c.nextLen}
 	if bound != nil {
 		args = append(args, bound)
 		switch {
 		case desc:
-			q += ` AND key < $3` // a descending page is never read from an inclusive bound
+			q += ` AND key < $2` // a descending page is never read from an inclusive bound
 		case inclusive:
-			q += ` AND key >= $3`
+			q += ` AND key >= $2`
 		default:
-			q += ` AND key > $3`
+			q += ` AND key > $2`
 		}
 	}
 	if c.hi != nil && !desc {
@@ -377,11 +511,102 @@ func (c *pgCursor) read(desc bool, bound []byte, inclusive bool) {
 		q += fmt.Sprintf(` AND key < $%d`, len(args))
 	}
 	if desc {
-		q += ` ORDER BY key DESC LIMIT $2`
+		q += ` ORDER BY key DESC LIMIT $1`
 	} else {
-		q += ` ORDER BY key LIMIT $2`
+		q += ` ORDER BY key LIMIT $1`
 	}
 	c.page = c.b.t.query("read "+c.b.name, q, args...)
 	c.more = len(c.page) == c.nextLen
 	c.nextLen = min(2*c.nextLen, maxPage)
+}
+
+// cachedValue is a key's value as prefetch read it or this transaction
+// then wrote it: known false means it must be read (an Add's outcome).
+type cachedValue struct {
+	value []byte // nil: absent
+	known bool
+}
+
+func cacheKey(bucket string, key []byte) string { return bucket + "\x00" + string(key) }
+
+// rangesKey identifies a window total's ranges in sums.
+func rangesKey(ranges []keyRange) string {
+	var b strings.Builder
+	for _, r := range ranges {
+		b.Write(r.bucket)
+		b.WriteByte(0)
+		b.Write(r.lo)
+		b.WriteByte(0)
+		b.Write(r.hi)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// wrote keeps the prefetched values true to a write: the key's new value,
+// or unknown; and a write to a spending bucket drops every window total.
+func (t *pgTx) wrote(bucket string, key []byte, c cachedValue) {
+	if t.got != nil {
+		if c.known {
+			t.got[cacheKey(bucket, key)] = c
+		} else {
+			delete(t.got, cacheKey(bucket, key))
+		}
+	}
+	if t.sums != nil && spendingBucket(bucket) {
+		clear(t.sums)
+	}
+}
+
+// prefetch reads every record of reads in one round trip, with the
+// queued writes: the point reads in one statement, each window total in
+// one more. Get and sumRanges then answer from what it read.
+func (t *pgTx) prefetch(reads []Read) {
+	if t.err != nil || len(reads) == 0 {
+		return
+	}
+	if t.got == nil {
+		t.got, t.sums = map[string]cachedValue{}, map[string]int64{}
+	}
+	keys := map[string][][]byte{} // by bucket
+	var order []string
+	var qs []pgRead
+	for _, r := range reads {
+		if r.ranges != nil {
+			k := rangesKey(r.ranges)
+			qs = append(qs, pgRead{op: "prefetch a window total", sql: sumRangesQuery(r.ranges), args: sumRangesArgs(r.ranges),
+				scan: func(rows pgx.Rows) error {
+					var total int64
+					err := rows.Scan(&total)
+					t.sums[k] = total
+					return err
+				}})
+			continue
+		}
+		b := string(r.bucket)
+		if _, ok := keys[b]; !ok {
+			order = append(order, b)
+		}
+		keys[b] = append(keys[b], r.key)
+		t.got[cacheKey(b, r.key)] = cachedValue{known: true} // absent unless a row comes back
+	}
+	for _, b := range order {
+		qs = append(qs, pgRead{op: "prefetch " + b, sql: statementsOf(b).in, args: []any{keys[b]},
+			scan: func(rows pgx.Rows) error {
+				var key, value []byte
+				if err := rows.Scan(&key, &value); err != nil {
+					return err
+				}
+				if value == nil {
+					value = []byte{}
+				}
+				t.got[cacheKey(b, key)] = cachedValue{value: value, known: true}
+				return nil
+			}})
+	}
+	t.readAll(qs)
+	if t.err != nil {
+		clear(t.got)
+		clear(t.sums)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -50,6 +49,13 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*DB, e
 		// pgconn's message hides the password.
 		return nil, fmt.Errorf("open store on PostgreSQL: %w", err)
 	}
+	// Every statement of the store reads by key or by key range, so the
+	// primary key's index is always the plan. On a small table the planner
+	// would rather scan it whole, and under SERIALIZABLE a whole-table
+	// scan watches the whole table: every concurrent write would then
+	// conflict with it (measured: a retry for most steps of a single
+	// agent on a fresh database).
+	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store on PostgreSQL: %w", err)
@@ -90,21 +96,26 @@ type pgStore struct {
 
 var _ backend = (*pgStore)(nil)
 
-var (
-	writeTx = pgx.TxOptions{IsoLevel: pgx.Serializable}
-	readTx  = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-)
-
 // update runs fn SERIALIZABLE, again from the start after a
 // serialization failure or a deadlock, until it commits, fails otherwise,
 // or MaxAttempts is reached. SERIALIZABLE makes PostgreSQL detect the
 // read-then-write races between writers (two decisions each reading the
 // headroom the other then spends) without the accessors naming the rows to
 // lock.
-func (s *pgStore) update(fn func(kvTx) error) error {
+func (s *pgStore) update(fn func(kvTx) error) error { return s.updateIn(nil, fn) }
+
+// updateIn is update with each attempt run holding lane (nil: none): an
+// attempt that lost waits its backoff out without it.
+func (s *pgStore) updateIn(lane *sync.Mutex, fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.TxTimeout)
+		if lane != nil {
+			lane.Lock()
+		}
 		err := s.write(ctx, fn)
+		if lane != nil {
+			lane.Unlock()
+		}
 		cancel()
 		if err == nil {
 			s.committed.Add(1)
@@ -150,39 +161,49 @@ func conflict(err error) bool {
 // the fleet: SERIALIZABLE finds the writers that read what another then
 // wrote, and the loser runs again (update).
 func (s *pgStore) write(ctx context.Context, fn func(kvTx) error) error {
-	return s.run(ctx, s.pool.BeginTx, writeTx, fn)
+	return s.run(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn)
 }
 
 // view runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
 // for all its reads, which never fails to serialize.
 func (s *pgStore) view(fn func(kvTx) error) error {
-	return s.run(context.Background(), s.pool.BeginTx, readTx, fn)
+	return s.run(context.Background(), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn)
 }
 
-// run is one attempt: begin, fn, commit. The first failed statement is
-// the outcome whatever fn returned, as fn may have decided on a nil the
-// failed read returned.
-func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOptions) (pgx.Tx, error), opts pgx.TxOptions, fn func(kvTx) error) error {
-	tx, err := begin(ctx, opts)
+// run is one attempt: fn, then commit, on a pooled connection; the BEGIN
+// rides with the first statement and the COMMIT with the last writes. The
+// first failed statement is the outcome whatever fn returned, as fn may
+// have decided on a nil the failed read returned. A connection left in
+// doubt (a transaction that may still be open) is closed, not pooled.
+func (s *pgStore) run(ctx context.Context, begin string, fn func(kvTx) error) error {
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return unreachable(fmt.Errorf("begin transaction: %w", err))
+		return unreachable(fmt.Errorf("acquire a connection: %w", err))
 	}
-	defer tx.Rollback(ctx) // after Commit, a no-op
-	t := &pgTx{ctx: ctx, tx: tx, part: s.partition}
+	defer pc.Release()
+	t := &pgTx{ctx: ctx, conn: pc.Conn(), begin: begin, part: s.partition}
 	ferr := fn(t)
 	if ferr == nil {
-		t.flush() // the queued writes; a read-only transaction refuses them here
+		t.commit() // a read-only transaction refuses queued writes here
+	}
+	if t.err != nil || ferr != nil {
+		t.rollback()
 	}
 	if t.err != nil {
 		return unreachable(t.err)
 	}
-	if ferr != nil {
-		return ferr
+	return ferr
+}
+
+// rollback ends a transaction that failed or that fn gave up, if it
+// began; a connection it cannot roll back is closed.
+func (t *pgTx) rollback() {
+	if t.begin != "" {
+		return // never began
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return unreachable(fmt.Errorf("commit: %w", err))
+	if _, err := t.conn.Exec(context.Background(), "ROLLBACK"); err != nil {
+		t.conn.Close(context.Background())
 	}
-	return nil
 }
 
 // batch is update: PostgreSQL shares WAL flushes between concurrent
@@ -191,9 +212,9 @@ func (s *pgStore) run(ctx context.Context, begin func(context.Context, pgx.TxOpt
 // on bbolt's group commit, a panic in fn is its error.
 func (s *pgStore) batch(fn func(kvTx) error) error { return s.update(safely(fn)) }
 
-// batchIn is batch, run after the writes of the same lane this process
-// started before it: they would read and write the same rows, and under
-// SERIALIZABLE each would abort the others and run again. Lanes share a
+// batchIn is batch, each attempt run after the writes of the same lane
+// this process started before it: they would read and write the same
+// rows, and under SERIALIZABLE each would abort the others and run again. Lanes share a
 // mutex when their names hash alike, which only queues more than needed.
 func (s *pgStore) batchIn(lane string, fn func(kvTx) error) error {
 	if lane == "" {
@@ -201,10 +222,7 @@ func (s *pgStore) batchIn(lane string, fn func(kvTx) error) error {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(lane))
-	mu := &s.lanes[h.Sum32()%uint32(len(s.lanes))]
-	mu.Lock()
-	defer mu.Unlock()
-	return s.batch(fn)
+	return s.updateIn(&s.lanes[h.Sum32()%uint32(len(s.lanes))], safely(fn))
 }
 
 // safely turns a panic in fn into its error: an enqueued fn runs on a

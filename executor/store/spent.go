@@ -89,12 +89,10 @@ func ceilTo(at int64, w time.Duration) int64 {
 }
 
 // put records s as spent for prefix: its entry and its share of every
-// running sum. An entry it replaces is taken out of the sums first, so the
-// sums are always exactly the sums of the entries.
+// running sum. PutStep calls it only when s becomes spent, so s has no
+// entry yet, and it reads nothing (an entry it replaced would be counted
+// twice).
 func (ix spentIndex) put(t *Tx, prefix string, s Step) error {
-	if err := ix.delete(t, prefix, s); err != nil {
-		return err
-	}
 	part := t.kv.partition()
 	value := append(u64(uint64(s.Args.Amount)), part...)
 	if err := t.bucket(ix.entries).Put(timeKey(prefix, s.ReservedAt, s), value); err != nil {
@@ -137,6 +135,13 @@ func (ix spentIndex) addSums(t *Tx, prefix string, at int64, delta money.Cents, 
 // where the one before began; the entries cover what is left, the part of
 // the window before its first whole second.
 func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
+	return money.Cents(t.kv.sumRanges(ix.ranges(prefix, since)))
+}
+
+// ranges are the key ranges whose values add up to since's total: the
+// whole hours, minutes and seconds in the window, then the entries before
+// its first whole second.
+func (ix spentIndex) ranges(prefix string, since time.Time) []keyRange {
 	at := since.UnixNano()
 	// The ranges' eight keys are cut from one buffer.
 	keys := keyBuffer{b: make([]byte, 0, 8*(len(prefix)+10))}
@@ -153,8 +158,18 @@ func (ix spentIndex) since(t *Tx, prefix string, since time.Time) money.Cents {
 	}
 	lo := keys.add(appendTimeBound(keys.b, prefix, at))
 	hi := keys.add(appendTimeBound(keys.b, prefix, bound))
-	ranges = append(ranges, keyRange{bucket: ix.entries, lo: lo, hi: hi})
-	return money.Cents(t.kv.sumRanges(ranges))
+	return append(ranges, keyRange{bucket: ix.entries, lo: lo, hi: hi})
+}
+
+// spendingBucket reports whether a write to bucket may change a window
+// total.
+func spendingBucket(bucket string) bool {
+	for _, b := range [][]byte{bRepSpent, bRepSpentSums, bAgentSpent, bAgentSpentSums} {
+		if bucket == string(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyBuffer holds keys one after another in one array.

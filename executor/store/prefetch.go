@@ -1,0 +1,55 @@
+package store
+
+import "time"
+
+// A Read names a record a transaction is about to read, for Prefetch.
+type Read struct {
+	bucket, key []byte     // a record
+	ranges      []keyRange // or a window total
+}
+
+// Prefetch reads ahead the records a transaction is about to read: on
+// PostgreSQL in one round trip, where each read would otherwise be one of
+// its own; the accessors then answer from what it read (and what the
+// transaction has written since). A decision reads a dozen records before
+// it writes, and under SERIALIZABLE prefetching them reads the same rows
+// as reading them one by one, so it watches the same conflicts. On bbolt
+// it does nothing.
+func (t *Tx) Prefetch(reads ...Read) { t.kv.prefetch(reads) }
+
+// ReadStep is Step(wf, n).
+func ReadStep(wf string, n int) Read { return Read{bucket: bSteps, key: stepKey(wf, n)} }
+
+// ReadWorkflow is Workflow(id).
+func ReadWorkflow(id string) Read { return Read{bucket: bWorkflows, key: []byte(id)} }
+
+// ReadCall is the call index entry of call in wf (a duplicate's check).
+func ReadCall(wf, call string) Read { return Read{bucket: bCalls, key: callKey(wf, call)} }
+
+// ReadSwitch is Switch(tool).
+func ReadSwitch(tool string) Read { return Read{bucket: bSwitches, key: []byte(tool)} }
+
+// ReadMode is Mode(tool).
+func ReadMode(tool string) Read { return Read{bucket: bModes, key: []byte(tool)} }
+
+// ReadBreaker is Breaker(tool, version).
+func ReadBreaker(tool, version string) Read {
+	return Read{bucket: bBreakers, key: breakerKey(tool, version)}
+}
+
+// ReadActiveDigest is ActiveDigest, when the store records one.
+func ReadActiveDigest() Read { return Read{bucket: bMeta, key: metaActiveBundle} }
+
+// ReadOrderSpent is OrderSpent(order).
+func ReadOrderSpent(order string) Read { return Read{bucket: bOrderSpent, key: []byte(order)} }
+
+// ReadOrderReships is OrderReships(order).
+func ReadOrderReships(order string) Read { return Read{bucket: bOrderReships, key: []byte(order)} }
+
+// ReadRepSpent is RepSpentSince(rep, since).
+func ReadRepSpent(rep string, since time.Time) Read {
+	return Read{ranges: repSpent.ranges(repKey(rep), since)}
+}
+
+// ReadAgentSpent is AgentSpentSince(since).
+func ReadAgentSpent(since time.Time) Read { return Read{ranges: agentSpent.ranges("", since)} }
