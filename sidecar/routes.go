@@ -246,8 +246,8 @@ type newBounds struct {
 
 func (s *Server) createWorkflow(c echo.Context) error {
 	var req struct {
-		Ticket       string  `json:"ticket"`
-		ID           *string `json:"id"`
+		Ticket       string    `json:"ticket"`
+		ID           *string   `json:"id"`
 		AgentVersion string    `json:"agent_version"`
 		Bounds       newBounds `json:"bounds"`
 	}
