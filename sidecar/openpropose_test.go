@@ -1,6 +1,7 @@
 package sidecar_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,24 @@ func TestOpenAndProposeCommitsTogether(t *testing.T) {
 		t.Errorf("after the crash: step %s, want step 1 done", r.body)
 	}
 	e.wantLedger(t, 1)
+}
+
+// A proposal that would have opened its workflow and breaks the tool's
+// schema counts against the breaker of the agent version it declares, as
+// it would have in a workflow opened apart: opening in the same request
+// is no way around the breaker.
+func TestOpenAndProposeSchemaFailuresTripTheBreaker(t *testing.T) {
+	e := start(t, devstack.Options{})
+	for i := range 5 {
+		r, _ := e.openAndPropose(t, "rep-ana", fmt.Sprintf("W-schema-%d", i), map[string]any{"ticket": "T-schema", "agent_version": "v3",
+			"tool": "issue_refund", "args": map[string]any{"order": "O-1001", "amount": "ten"}})
+		r.want(t, http.StatusUnprocessableEntity, "invalid_args")
+	}
+	m := e.mode(t, "issue_refund")
+	if len(m.Breakers) != 1 || !m.Breakers[0].Tripped || m.Breakers[0].AgentVersion != "v3" {
+		t.Fatalf("breakers after five schema failures of v3: %+v, want v3 tripped", m.Breakers)
+	}
+	if r := e.call(t, http.MethodGet, "/v1/workflows/W-schema-0", "rep-ana", nil); r.status != http.StatusNotFound {
+		t.Errorf("W-schema-0: status %d, want 404: a refused proposal opens nothing", r.status)
+	}
 }
