@@ -335,6 +335,7 @@ func jsonFields(typ reflect.Type) map[string]reflect.Type {
 // body; TestOpenAPIMatchesRequests holds each to the operation's schema.
 var requests = map[string]reflect.Type{
 	"createWorkflow": typeOf[client.NewWorkflow](),
+	"proposeStep":    typeOf[client.NewStep](),
 }
 
 // The client's request bodies list exactly the fields the document's

@@ -237,16 +237,19 @@ func (s *Server) tools(c echo.Context) error {
 	return c.JSON(http.StatusOK, newTools(tool.All()))
 }
 
+// newBounds is how a request that opens a workflow narrows its bounds.
+type newBounds struct {
+	MaxSteps *int         `json:"max_steps"`
+	MaxSpend *money.Cents `json:"max_spend"`
+	Deadline *time.Time   `json:"deadline"`
+}
+
 func (s *Server) createWorkflow(c echo.Context) error {
 	var req struct {
-		Ticket       string  `json:"ticket"`
-		ID           *string `json:"id"`
-		AgentVersion string  `json:"agent_version"`
-		Bounds       struct {
-			MaxSteps *int         `json:"max_steps"`
-			MaxSpend *money.Cents `json:"max_spend"`
-			Deadline *time.Time   `json:"deadline"`
-		} `json:"bounds"`
+		Ticket       string    `json:"ticket"`
+		ID           *string   `json:"id"`
+		AgentVersion string    `json:"agent_version"`
+		Bounds       newBounds `json:"bounds"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -269,11 +272,18 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	return c.JSON(status, newWorkflowView(w))
 }
 
+// proposeStep proposes a call in workflow {id}. With a ticket it also
+// opens the workflow when the id is not in use yet, in the transaction
+// that admits the step (engine.ProposeOpening): one request per governed
+// call, as POST /v1/workflows and this one did in two.
 func (s *Server) proposeStep(c echo.Context) error {
 	var req struct {
-		Tool   string          `json:"tool"`
-		Args   json.RawMessage `json:"args"`
-		Reason string          `json:"reason"`
+		Tool         string          `json:"tool"`
+		Args         json.RawMessage `json:"args"`
+		Reason       string          `json:"reason"`
+		Ticket       *string         `json:"ticket"`
+		AgentVersion string          `json:"agent_version"`
+		Bounds       *newBounds      `json:"bounds"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -281,7 +291,22 @@ func (s *Server) proposeStep(c echo.Context) error {
 	if req.Tool == "" {
 		return newError(http.StatusUnprocessableEntity, "invalid_request", "tool: required; GET /v1/tools lists them")
 	}
-	step, err := s.opts.Engine.ProposeWithReason(c.Request().Context(), person(c), c.Param("id"), tool.Name(req.Tool), req.Args, req.Reason)
+	ctx, p, id, name := c.Request().Context(), person(c), c.Param("id"), tool.Name(req.Tool)
+	var step store.Step
+	var err error
+	switch {
+	case req.Ticket != nil:
+		nw := engine.NewWorkflow{ID: id, Ticket: *req.Ticket, AgentVersion: req.AgentVersion}
+		if req.Bounds != nil {
+			nw.Bounds = engine.Bounds(*req.Bounds)
+		}
+		step, err = s.opts.Engine.ProposeOpening(ctx, p, nw, name, req.Args, req.Reason)
+	case req.AgentVersion != "" || req.Bounds != nil:
+		return newError(http.StatusUnprocessableEntity, "invalid_request",
+			"ticket: required with agent_version or bounds, which open the workflow; give the ticket too, or leave them out to propose into a workflow already open")
+	default:
+		step, err = s.opts.Engine.ProposeWithReason(ctx, p, id, name, req.Args, req.Reason)
+	}
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,7 @@ stderr.`,
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Agents, "agents", bench.DefaultAgents(), "agent counts, one run each")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each run starts new steps")
+	f.BoolVar(&o.TwoRequests, "two-requests", false, "create each workflow with POST /v1/workflows before proposing, as before the proposal could open it (default: one request per call)")
 	f.BoolVar(&o.Baseline, "baseline", false, "also run the glue (order lookup, OPA server over REST, direct ledger call) and print the ratio")
 	f.StringVar(&o.Sidecar, "sidecar", "", "drive this running serve --dev (loopback URL) instead of an in-process stack")
 	f.StringVar(&o.DataDir, "data", "", "with --sidecar: its data directory (dev-tokens.json); without: an empty directory for the stack's files (default: a temporary one, removed)")

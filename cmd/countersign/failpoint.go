@@ -6,7 +6,7 @@
 //
 //	COUNTERSIGN_FAILPOINT=<point>            the process kills itself with SIGKILL
 //	                                         when the engine first reaches <point>
-//	                                         (before_dispatch, after_dispatch, after_record)
+//	                                         (after_open, before_dispatch, after_dispatch, after_record)
 //	COUNTERSIGN_REMOVE_CONTROLS=a,b          the engine runs with those controls off
 //
 // A self-inflicted SIGKILL lands exactly at the point: no deferred function,
@@ -32,7 +32,7 @@ const (
 )
 
 // failpoints are the points the engine calls its hook at.
-var failpoints = []string{"before_dispatch", "after_dispatch", "after_record"}
+var failpoints = []string{"after_open", "before_dispatch", "after_dispatch", "after_record"}
 
 // failpointHook returns the engine's failpoint hook armed by
 // COUNTERSIGN_FAILPOINT, or nil when the variable is unset.

@@ -58,7 +58,7 @@ func TestFailpointHookFromEnv(t *testing.T) {
 		t.Fatalf("unset: (%v, %v), want (nil, nil)", fail != nil, err)
 	}
 	t.Setenv("COUNTERSIGN_FAILPOINT", "mid_dispatch")
-	if _, err := failpointHook(log); err == nil || !strings.Contains(err.Error(), "before_dispatch, after_dispatch, after_record") {
+	if _, err := failpointHook(log); err == nil || !strings.Contains(err.Error(), "after_open, before_dispatch, after_dispatch, after_record") {
 		t.Fatalf("unknown point: err = %v, want one listing the points", err)
 	}
 	// Armed at one point, the hook lets the others pass (reaching the armed

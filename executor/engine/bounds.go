@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -167,6 +168,9 @@ func (e *Engine) endPastDeadline(wfID string) error {
 	var past bool
 	if err := e.db.View(func(tx *store.Tx) error {
 		w, err := tx.Workflow(wfID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // not opened yet (ProposeOpening): no deadline has passed
+		}
 		past = err == nil && pastDeadline(e.boundsOf(w, lim), e.clock.Now())
 		return err
 	}); err != nil || !past {

@@ -17,7 +17,9 @@
 //     transaction, from facts read in a read transaction, so a slow
 //     evaluation holds up only its own workflow. The write transaction
 //     (shared with other workflows' writes in one group commit, and for a
-//     proposal also the one that admits the step) takes that verdict only
+//     proposal also the one that admits the step, and that creates its
+//     workflow when the proposal opens it: ProposeOpening, one commit
+//     where a create and a propose took two) takes that verdict only
 //     if the facts it read are unchanged, and otherwise decides again
 //     inside; it logs the decision with its rule and revision, requests
 //     or consumes an approval, and marks the step started with its

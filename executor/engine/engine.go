@@ -213,9 +213,11 @@ type Options struct {
 	Agent string
 	// Controls default to DefaultControls when left zero.
 	Controls *Controls
-	// Failpoint, when set, is called at before_dispatch, after_dispatch and
-	// after_record; returning ErrCrashed stops the step there as a crash
-	// would. Production leaves it nil.
+	// Failpoint, when set, is called at after_open (inside the transaction
+	// that opens a workflow with its first step, before it commits),
+	// before_dispatch, after_dispatch and after_record; returning
+	// ErrCrashed stops the step there as a crash would. Production leaves
+	// it nil.
 	Failpoint func(point string) error
 	// Observer receives what happened, for metrics. Optional.
 	Observer Observer

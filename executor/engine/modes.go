@@ -187,14 +187,20 @@ const maxRejectionReason = 256
 
 // schemaFailure records a proposal refused by the tool's schema (for the
 // control-effectiveness report) and counts it against the breaker of its
-// workflow's agent version. A proposal to a workflow the rep cannot act
+// workflow's agent version (for a workflow the proposal would have opened,
+// the version it declares). A proposal to a workflow the rep cannot act
 // in, or of no known tool, counts nowhere.
-func (e *Engine) schemaFailure(p Person, wfID string, name tool.Name, cause error) {
+func (e *Engine) schemaFailure(p Person, wfID string, open *opening, name tool.Name, cause error) {
 	if errors.Is(cause, tool.ErrUnknownTool) {
 		return
 	}
 	b, err := batch(e.db, func(tx *store.Tx) (*store.Breaker, error) {
 		w, err := e.ownWorkflow(tx, p, wfID)
+		if open != nil {
+			// A call that would have opened the workflow counts under the
+			// agent version it declared, as if opened apart first.
+			w, _, err = e.opened(tx, p, open)
+		}
 		if err != nil {
 			return nil, nil
 		}

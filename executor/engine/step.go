@@ -63,6 +63,12 @@ func (e *Engine) Propose(ctx context.Context, p Person, wfID string, name tool.N
 // kept on the step and on its approval for the people who read them, and
 // never given to the policy.
 func (e *Engine) ProposeWithReason(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage, reason string) (store.Step, error) {
+	return e.proposeIn(ctx, p, wfID, name, raw, reason, nil)
+}
+
+// proposeIn is ProposeWithReason, opening the workflow with open when it
+// does not exist yet (nil: it must).
+func (e *Engine) proposeIn(ctx context.Context, p Person, wfID string, name tool.Name, raw json.RawMessage, reason string, open *opening) (store.Step, error) {
 	if err := checkAgentReason(reason); err != nil {
 		return store.Step{}, err
 	}
@@ -71,7 +77,7 @@ func (e *Engine) ProposeWithReason(ctx context.Context, p Person, wfID string, n
 		args, err = e.price(ctx, p, name, args)
 	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
-		e.schemaFailure(p, wfID, name, err) // the proposal's own flaw, not the order system's
+		e.schemaFailure(p, wfID, open, name, err) // the proposal's own flaw, not the order system's
 	}
 	if err != nil {
 		return store.Step{}, err
@@ -81,16 +87,38 @@ func (e *Engine) ProposeWithReason(ctx context.Context, p Person, wfID string, n
 		return store.Step{}, err
 	}
 	defer release()
-	s, err := e.propose(ctx, p, wfID, name, args, stated{claimed: claimed, reason: reason})
+	s, err := e.propose(ctx, p, wfID, name, args, stated{claimed: claimed, reason: reason, open: open})
 	return s, e.fencedOff(wfID, err)
 }
 
+// ProposeOpening is ProposeWithReason into workflow nw.ID, which it opens
+// first, as OpenWorkflow would, when no workflow has that id yet: the
+// workflow is created in the very transaction that admits the step (and,
+// when it runs at once, decides and reserves it), so no crash leaves a
+// workflow without its first step, and one request does what two did.
+// An id in use is proposed into when rep p opened it with the same
+// ticket, agent version and bounds, and is ErrWorkflowExists otherwise,
+// as OpenWorkflow answers; a retry of the same request is so a duplicate
+// call in the workflow it opened. nw.ID must be given.
+func (e *Engine) ProposeOpening(ctx context.Context, p Person, nw NewWorkflow, name tool.Name, raw json.RawMessage, reason string) (store.Step, error) {
+	if nw.ID == "" {
+		return store.Step{}, &InvalidError{Field: "id", Problem: "required: the workflow to propose into"}
+	}
+	o, err := e.newOpening(p, nw)
+	if err != nil {
+		return store.Step{}, err
+	}
+	return e.proposeIn(ctx, p, nw.ID, name, raw, reason, o)
+}
+
 // stated is what a proposal carries beside its call: an approver claimed
-// in the arguments (kept only with the StrictSchema control removed) and
-// the agent's reason for the call. The policy sees neither.
+// in the arguments (kept only with the StrictSchema control removed), the
+// agent's reason for the call, and the workflow it opens if its id is not
+// in use yet (nil: none). The policy sees none of them.
 type stated struct {
 	claimed string
 	reason  string
+	open    *opening
 }
 
 // propose is Propose under the workflow's lock.
@@ -143,7 +171,7 @@ func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name
 	var w store.Workflow
 	var s store.Step
 	err := e.db.View(func(tx *store.Tx) (err error) {
-		w, _, s, err = e.admit(tx, p, wfID, name, args, st)
+		w, _, _, s, err = e.admit(tx, p, wfID, name, args, st)
 		return err
 	})
 	if err != nil {
@@ -170,11 +198,16 @@ func (e *Engine) planned(ctx context.Context, p Person, w store.Workflow, s stor
 }
 
 // admit works out how workflow wfID takes a new call from p: the workflow
-// with the delegation p's token refreshes (refreshed: it changed), and the
-// step as it is to be stored.
-func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated) (w store.Workflow, refreshed bool, s store.Step, err error) {
-	if w, err = e.ownWorkflow(tx, p, wfID); err != nil {
-		return w, false, s, err
+// with the delegation p's token refreshes (refreshed: it changed), or as
+// st.open opens it (create: it is new), and the step as it is to be stored.
+func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated) (w store.Workflow, refreshed, create bool, s store.Step, err error) {
+	if st.open == nil {
+		w, err = e.ownWorkflow(tx, p, wfID)
+	} else {
+		w, create, err = e.opened(tx, p, st.open)
+	}
+	if err != nil {
+		return w, false, false, s, err
 	}
 	w, refreshed = e.refreshed(w, p)
 	s = store.Step{
@@ -192,7 +225,7 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 		// The weaker design: the switch is read once, at admission.
 		s.Status, s.Note, s.Reason = store.StepHeld, "tool switched off at admission", held(name, "")
 	}
-	return w, refreshed, s, nil
+	return w, refreshed, create, s, nil
 }
 
 // admitAndReserve stores the admitted step and, when it runs at once and
@@ -203,11 +236,16 @@ func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wf
 	if pl.ready {
 		e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: pl.w.Steps + 1, Tool: name, Args: args, Call: tool.CallHash(name, args)}, pl.v.now)
 	}
-	w, refreshed, s, err := e.admit(tx, p, wfID, name, args, st)
+	w, refreshed, create, s, err := e.admit(tx, p, wfID, name, args, st)
 	if err != nil {
 		return r, err
 	}
-	if refreshed {
+	switch {
+	case create:
+		if err := e.openTx(tx, w); err != nil {
+			return r, err
+		}
+	case refreshed:
 		if err := tx.PutWorkflow(w); err != nil {
 			return r, err
 		}
@@ -222,6 +260,21 @@ func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wf
 		return r, err
 	}
 	return e.decideAdmitted(ctx, tx, p, w, r, pl)
+}
+
+// openTx creates workflow w in tx, the transaction that admits its first
+// step, under the active bundle (a *staleBundle otherwise: the caller
+// follows it and runs again). The failpoint after_open is reached with
+// the workflow written and its step not yet: a crash there commits
+// neither.
+func (e *Engine) openTx(tx *store.Tx, w store.Workflow) error {
+	if err := e.stale(tx); err != nil {
+		return err
+	}
+	if err := tx.CreateWorkflow(w); err != nil {
+		return err
+	}
+	return e.fail("after_open")
 }
 
 // decideAdmitted decides and reserves r's step, just admitted or amended

@@ -65,26 +65,7 @@ type NewWorkflow struct {
 // ticket, agent version and any bounds it already has, for the same rep,
 // returns the existing workflow with created false.
 func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w store.Workflow, created bool, err error) {
-	id, ticket := nw.ID, nw.Ticket
-	if p.Role != RoleRep {
-		return store.Workflow{}, false, fmt.Errorf("create workflow: only a rep's delegation can open one: %w", ErrForbidden)
-	}
-	if id == "" {
-		id = "W-" + ulid.Make().String()
-	}
-	if err := checkID("id", id); err != nil {
-		return store.Workflow{}, false, err
-	}
-	if err := checkID("ticket", ticket); err != nil {
-		return store.Workflow{}, false, err
-	}
-	if nw.AgentVersion != "" {
-		if err := checkID("agent_version", nw.AgentVersion); err != nil {
-			return store.Workflow{}, false, err
-		}
-	}
-	now := e.clock.Now()
-	bounds, err := e.boundsFor(nw.Bounds, now)
+	o, err := e.newOpening(p, nw)
 	if err != nil {
 		return store.Workflow{}, false, err
 	}
@@ -95,35 +76,79 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 			if err := e.stale(tx); err != nil {
 				return err
 			}
-			old, err := tx.Workflow(id)
-			if err == nil && old.User != p.ID {
-				// Another rep learns that the id is taken, as any answer but
-				// a new workflow would tell them, and nothing else: not
-				// whose it is, nor its ticket, nor how it stands.
-				return fmt.Errorf("%w: %q", ErrWorkflowExists, id)
-			}
-			if err == nil {
-				if differs := differences(old, ticket, nw); differs != "" {
-					return fmt.Errorf("%w: workflow %q was opened %s", ErrWorkflowExists, id, differs)
-				}
-				w = old
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
+			if w, created, err = e.opened(tx, p, o); err != nil || !created {
 				return err
 			}
-			w = store.Workflow{
-				ID: id, Ticket: ticket, User: p.ID, Status: store.WorkflowRunning,
-				Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
-					Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
-				PolicyRevision: e.policy.Revision(), Created: now, Updated: now, AgentVersion: nw.AgentVersion,
-				Bounds: bounds,
-			}
-			created = true
 			return tx.CreateWorkflow(w)
 		})
 	})
 	return w, created, err
+}
+
+// opening is a workflow that a request opens unless its id is in use: as
+// the agent asked for it, and the record it gets if it is new.
+type opening struct {
+	asked NewWorkflow
+	w     store.Workflow
+}
+
+// newOpening checks what rep p asks for in nw and makes the workflow's
+// record, with a generated id when nw has none.
+func (e *Engine) newOpening(p Person, nw NewWorkflow) (*opening, error) {
+	if p.Role != RoleRep {
+		return nil, fmt.Errorf("create workflow: only a rep's delegation can open one: %w", ErrForbidden)
+	}
+	if nw.ID == "" {
+		nw.ID = "W-" + ulid.Make().String()
+	}
+	if err := checkID("id", nw.ID); err != nil {
+		return nil, err
+	}
+	if err := checkID("ticket", nw.Ticket); err != nil {
+		return nil, err
+	}
+	if nw.AgentVersion != "" {
+		if err := checkID("agent_version", nw.AgentVersion); err != nil {
+			return nil, err
+		}
+	}
+	now := e.clock.Now()
+	bounds, err := e.boundsFor(nw.Bounds, now)
+	if err != nil {
+		return nil, err
+	}
+	return &opening{asked: nw, w: store.Workflow{
+		ID: nw.ID, Ticket: nw.Ticket, User: p.ID, Status: store.WorkflowRunning,
+		Delegation: store.Delegation{ID: p.ID, Role: p.Role, Region: p.Region,
+			Scopes: p.Scopes, RefundCeiling: p.RefundCeiling, Expires: p.Expires},
+		Created: now, Updated: now, AgentVersion: nw.AgentVersion, Bounds: bounds,
+	}}, nil
+}
+
+// opened reads the workflow o opens, in tx: the one already stored under
+// its id when p asked for it as it is (create false), else the new record
+// under the active bundle's revision (create true: the caller stores it in
+// tx). An id in use by another rep, or asked for with another ticket,
+// agent version or bounds, is ErrWorkflowExists.
+func (e *Engine) opened(tx *store.Tx, p Person, o *opening) (w store.Workflow, create bool, err error) {
+	old, err := tx.Workflow(o.w.ID)
+	switch {
+	case err == nil && old.User != p.ID:
+		// Another rep learns that the id is taken, as any answer but a new
+		// workflow would tell them, and nothing else: not whose it is, nor
+		// its ticket, nor how it stands.
+		return store.Workflow{}, false, fmt.Errorf("%w: %q", ErrWorkflowExists, o.w.ID)
+	case err == nil:
+		if differs := differences(old, o.asked); differs != "" {
+			return store.Workflow{}, false, fmt.Errorf("%w: workflow %q was opened %s", ErrWorkflowExists, o.w.ID, differs)
+		}
+		return old, false, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Workflow{}, false, err
+	}
+	w = o.w
+	w.PolicyRevision = e.policy.Revision()
+	return w, true, nil
 }
 
 // Workflow returns a workflow with its steps. A rep sees only their own;
@@ -276,9 +301,9 @@ func (e *Engine) refreshWorkflow(tx *store.Tx, id string) error {
 // differences says how a repeated open of workflow old by its own rep
 // differs from the first, "" when it is the same request (which answers
 // the workflow).
-func differences(old store.Workflow, ticket string, nw NewWorkflow) string {
+func differences(old store.Workflow, nw NewWorkflow) string {
 	switch {
-	case old.Ticket != ticket:
+	case old.Ticket != nw.Ticket:
 		return "for another ticket"
 	case old.AgentVersion != nw.AgentVersion:
 		return "with another agent_version"

@@ -369,3 +369,32 @@ func TestWaitWorkflowByVersion(t *testing.T) {
 		t.Errorf("the wait answered %+v, version %q (was %q), %v; want the new step and a new version", a.w, a.version, v2, a.err)
 	}
 }
+
+// OpenAndPropose opens a workflow with its first step in one request; the
+// same call again is that step's duplicate, another ticket on the id a
+// 409, and Propose carries the agent version and bounds that open one.
+func TestOpenAndPropose(t *testing.T) {
+	_, as := start(t)
+	ctx := context.Background()
+	rep := as("rep-ana")
+	args := map[string]any{"order": "O-1001", "amount": 500}
+	st, err := rep.OpenAndPropose(ctx, "W-op", "T-op", "issue_refund", args)
+	if err != nil || st.Status != client.StepDone || st.N != 1 {
+		t.Fatalf("open and propose: %+v, %v; want step 1 done", st, err)
+	}
+	if st, err = rep.OpenAndPropose(ctx, "W-op", "T-op", "issue_refund", args); err != nil || st.Status != client.StepSuppressed || st.DuplicateOf != 1 {
+		t.Fatalf("again: %+v, %v; want a duplicate of step 1", st, err)
+	}
+	_, err = rep.OpenAndPropose(ctx, "W-op", "T-other", "issue_refund", args)
+	apiError(t, err, http.StatusConflict, "workflow_exists")
+
+	steps := 3
+	if _, err := rep.Propose(ctx, "W-op2", client.NewStep{Tool: "lookup_order", Args: map[string]any{"order": "O-1001"},
+		Ticket: "T-op2", AgentVersion: "v9", Bounds: &client.NewBounds{MaxSteps: &steps}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rep.Workflow(ctx, "W-op2")
+	if err != nil || w.AgentVersion != "v9" || w.Bounds == nil || w.Bounds.MaxSteps != 3 || len(w.Steps) != 1 {
+		t.Fatalf("W-op2: %+v, %v; want agent version v9, at most 3 steps, one step", w, err)
+	}
+}

@@ -89,6 +89,20 @@ type NewWorkflow struct {
 	Bounds       *NewBounds `json:"bounds,omitempty"`
 }
 
+// NewStep is the body of POST /v1/workflows/{id}/steps. Tool and Args are
+// required; Args is marshalled as it is (a json.RawMessage goes byte for
+// byte). A Ticket opens the workflow when its id is not in use yet, with
+// AgentVersion and Bounds as NewWorkflow has them; without one the
+// workflow must exist, and AgentVersion and Bounds stay empty.
+type NewStep struct {
+	Tool         string     `json:"tool"`
+	Args         any        `json:"args"`
+	Reason       string     `json:"reason,omitempty"`
+	Ticket       string     `json:"ticket,omitempty"`
+	AgentVersion string     `json:"agent_version,omitempty"`
+	Bounds       *NewBounds `json:"bounds,omitempty"`
+}
+
 // NewBounds narrows the bundle's bounds for one workflow; nil fields keep
 // the bundle's.
 type NewBounds struct {

@@ -100,11 +100,24 @@ func (c *Client) ProposeStep(ctx context.Context, wf, tool string, args any) (St
 // call (at most 500 characters, one line), which the step and its approval
 // show to a lead; the policy never sees it. "" gives none.
 func (c *Client) ProposeStepWithReason(ctx context.Context, wf, tool string, args any, reason string) (Step, error) {
-	body := struct {
-		Tool   string `json:"tool"`
-		Args   any    `json:"args"`
-		Reason string `json:"reason,omitempty"`
-	}{tool, args, reason}
+	return c.Propose(ctx, wf, NewStep{Tool: tool, Args: args, Reason: reason})
+}
+
+// OpenAndPropose proposes a call in workflow wf and, when no workflow has
+// that id yet, opens it for ticket in the same transaction: one request
+// where CreateWorkflow and ProposeStep take two. The same request again
+// (a retry) is a duplicate call in the workflow it opened; an id opened
+// with another ticket, or by another rep, is a 409 workflow_exists.
+// Propose with a NewStep also gives the agent version and bounds.
+func (c *Client) OpenAndPropose(ctx context.Context, wf, ticket, tool string, args any) (Step, error) {
+	return c.Propose(ctx, wf, NewStep{Tool: tool, Args: args, Ticket: ticket})
+}
+
+// Propose sends ns to POST /v1/workflows/{wf}/steps, as ProposeStep and
+// OpenAndPropose do: the step as the API answers it, a denied step both
+// as the step, with its Error set, and as an *Error.
+func (c *Client) Propose(ctx context.Context, wf string, ns NewStep) (Step, error) {
+	body := ns
 	var st Step
 	a, err := c.do(ctx, http.MethodPost, "/v1/workflows/"+seg(wf)+"/steps", nil, body, &st)
 	var ae *Error

@@ -43,15 +43,20 @@
 // "mcp-<MCP session id>" (stdio, which has none: a ULID). A call names its
 // workflow as a whole: its arguments are never mixed with the defaults.
 //
-//	workflow and ticket   a governed call opens it (POST /v1/workflows:
-//	                      created, or found again when the same rep opened
-//	                      it with the same ticket; 409 workflow_exists for
-//	                      another ticket)
+//	workflow and ticket   a governed call opens it (its proposal carries
+//	                      the ticket: created with the step, or found again
+//	                      when the same rep opened it with the same ticket;
+//	                      409 workflow_exists for another ticket)
 //	workflow alone        that workflow as it is: nothing is created, and
 //	                      one that does not exist is the API's not_found
 //	ticket alone          the last workflow this session worked in for the
 //	                      ticket; a governed call opens one when there is
-//	                      none (the sidecar chooses its id)
+//	                      none (the front chooses its id, W-<ULID>)
+//
+// A governed call is one request to the API either way: POST
+// /v1/workflows/{id}/steps with the ticket opens the workflow in the
+// transaction that admits the step, so a call the API refuses (bad
+// arguments, a taken id) opens nothing.
 //
 // countersign_status and countersign_wait never create a workflow: one
 // that does not exist, or a ticket this session has not worked for, is an

@@ -312,12 +312,15 @@ func TestMCPBadInputGetsTheAPIsAnswer(t *testing.T) {
 			t.Errorf("an unknown approval: MCP answered %d %s %q, /v1 %d %s %q", got.Status, got.Code, got.Message, want.Status, want.Code, want.Message)
 		}
 	})
-	// Nothing ran: neither workflow has a step, the ledger no entry.
-	for _, wf := range []string{"W-bad", "W-bad-v1"} {
-		w, err := api.Workflow(ctx, wf)
-		if err != nil || len(w.Steps) != 0 {
-			t.Errorf("workflow %s: %+v, %v; want no steps", wf, w, err)
-		}
+	// Nothing ran: the session's workflow, which its first accepted call
+	// would have opened, is not there, the one opened on /v1 has no step,
+	// and the ledger has no entry.
+	var ae *client.Error
+	if w, err := api.Workflow(ctx, "W-bad"); !errors.As(err, &ae) || ae.Code != "not_found" {
+		t.Errorf("workflow W-bad: %+v, %v; want not_found: a refused call opens nothing", w, err)
+	}
+	if w, err := api.Workflow(ctx, "W-bad-v1"); err != nil || len(w.Steps) != 0 {
+		t.Errorf("workflow W-bad-v1: %+v, %v; want no steps", w, err)
 	}
 	if got := ledgerEntries(t, st); len(got) != 0 {
 		t.Errorf("ledger %+v, want nothing", got)

@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -156,15 +157,11 @@ func (r *rep) propose(ctx context.Context, req *mcp.CallToolRequest, name string
 	if res != nil {
 		return res
 	}
-	wf, err := r.open(ctx, c, r.target(req, named))
-	if err != nil {
-		return errorResult(err)
-	}
 	var args any = raw
 	if len(raw) == 0 {
 		args = nil // no arguments: "args": null, as /v1 would get it
 	}
-	return stepResult(c.ProposeStepWithReason(ctx, wf, name, args, named.reason))
+	return stepResult(r.send(ctx, c, r.target(req, named), client.NewStep{Tool: name, Args: args, Reason: named.reason}))
 }
 
 // takeTarget takes workflowArg, ticketArg and reasonArg out of a catalog tool's
@@ -329,31 +326,48 @@ func (r *rep) target(req *mcp.CallToolRequest, named target) target {
 	return target{ticket: r.own}
 }
 
-// open returns the id of the workflow t names for a governed call:
+// send proposes ns in the workflow t names, in one request that also
+// opens it when t has a ticket (POST /v1/workflows/{id}/steps with the
+// ticket, which opens the workflow in the transaction that admits the
+// step):
 //
-//	workflow alone       that workflow, never created (/v1 answers
+//	workflow alone       that workflow, never opened (/v1 answers
 //	                     not_found for one that does not exist)
-//	workflow and ticket  created, or found again (POST /v1/workflows)
+//	workflow and ticket  opened by the call, or found again
 //	ticket alone         the last one this session worked in for the
-//	                     ticket, else a new one (the sidecar chooses the id)
+//	                     ticket, else a new id, opened by the call
 //
-// Calls wait for each other here, so that a session opens one workflow
-// for a ticket.
-func (r *rep) open(ctx context.Context, c *client.Client, t target) (string, error) {
+// A call for a ticket the session has no workflow for yet holds the others
+// until it is answered, so that a session opens one workflow for a ticket.
+func (r *rep) send(ctx context.Context, c *client.Client, t target, ns client.NewStep) (client.Step, error) {
 	if t.ticket == "" {
-		return t.workflow, nil
+		return c.Propose(ctx, t.workflow, ns)
 	}
+	ns.Ticket = t.ticket
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if id, ok := r.lookup(t); ok {
-		return id, nil
+		r.mu.Unlock()
+		return c.Propose(ctx, id, ns)
 	}
-	w, _, err := c.CreateWorkflow(ctx, client.NewWorkflow{ID: t.workflow, Ticket: t.ticket})
-	if err != nil {
-		return "", fmt.Errorf("opening the workflow: %w", err)
+	defer r.mu.Unlock()
+	id := t.workflow
+	if id == "" {
+		id = "W-" + ulid.Make().String()
 	}
-	r.opened = append(r.opened, opened{id: w.ID, ticket: w.Ticket})
-	return w.ID, nil
+	st, err := c.Propose(ctx, id, ns)
+	if opens(st, err) {
+		r.opened = append(r.opened, opened{id: id, ticket: t.ticket})
+	}
+	return st, err
+}
+
+// opens reports whether an answer to a proposal that opens its workflow
+// may have opened it: a step (done, denied, waiting ...), or a failure of
+// the sidecar's own. A refusal of the request (a taken id, arguments that
+// break the schema) opened nothing.
+func opens(st client.Step, err error) bool {
+	var ae *client.Error
+	return err == nil || st.N > 0 || !errors.As(err, &ae) || ae.Status >= http.StatusInternalServerError
 }
 
 // find returns the id of the workflow t names for countersign_status and

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/sidecar/client"
+	"github.com/countersign/countersign/sidecar/mcpfront"
 )
 
 // One MCP session handles two tickets by naming each call's workflow in
@@ -180,4 +185,69 @@ func TestMCPWorkflowArgumentsRefused(t *testing.T) {
 func isNotFound(err error) bool {
 	var ae *client.Error
 	return errors.As(err, &ae) && ae.Code == "not_found"
+}
+
+// requestLog records the method and path of every request a client sends.
+type requestLog struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (l *requestLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.sent = append(l.sent, r.Method+" "+r.URL.Path)
+	l.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.sent
+	l.sent = nil
+	return out
+}
+
+// A governed call for a ticket the session has no workflow for is one
+// request to the API, which opens the workflow with the step; the next
+// call for the ticket is one request into the same workflow.
+func TestMCPCallOpensItsWorkflowInOneRequest(t *testing.T) {
+	st := start(t, devstack.Options{})
+	ctx := context.Background()
+	log := &requestLog{}
+	c, err := client.New(st.Endpoints.Sidecar, st.Tokens["rep-ana"], client.Strict(), client.WithHTTPClient(&http.Client{Transport: log}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	srv := mcpfront.NewServer(mcpfront.Config{Catalog: catalog, Client: func(*mcp.CallToolRequest) (*client.Client, error) { return c, nil }})
+	ct, stt := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, stt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
+
+	var first, second client.Step
+	structured(t, call(t, cs, "issue_refund", map[string]any{"ticket": "T-one", "order": "O-1002", "amount": 100}), &first)
+	sent := log.take()
+	if len(sent) != 1 || !strings.HasSuffix(sent[0], "/steps") || first.Status != client.StepDone {
+		t.Fatalf("the first call sent %v and answered %s step %d; want one POST .../steps, done", sent, first.Status, first.N)
+	}
+	structured(t, call(t, cs, "issue_refund", map[string]any{"ticket": "T-one", "order": "O-1002", "amount": 200}), &second)
+	if sent := log.take(); len(sent) != 1 || second.Workflow != first.Workflow || second.N != 2 {
+		t.Errorf("the second call sent %v and answered step %d of %s; want one request, step 2 of %s", sent, second.N, second.Workflow, first.Workflow)
+	}
+	w, err := apiClient(t, st, "rep-ana").Workflow(ctx, first.Workflow)
+	if err != nil || w.Ticket != "T-one" || len(w.Steps) != 2 {
+		t.Errorf("workflow %+v, %v; want ticket T-one with two steps", w, err)
+	}
 }

@@ -7,6 +7,8 @@
 // designed system and again with the write-ahead record removed (and the
 // order system's reference key, which alone would catch the same crash),
 // and asserts both columns: the removal must show as a second reshipment.
+// TestKillWhileOpening kills it at after_open, inside the transaction that
+// opens a workflow with its first step, and finds neither after restart.
 //
 // The package has no code of its own; the test is long (it builds the
 // binary and starts 24 processes) and is skipped under -short.

@@ -42,6 +42,10 @@ type Options struct {
 	Duration time.Duration
 	// Baseline adds the glue's cells after countersign's.
 	Baseline bool
+	// TwoRequests makes each countersign step two requests, as before
+	// issue 25: POST /v1/workflows, then the proposal. Default: one, the
+	// proposal that opens its workflow (a ticket in its body).
+	TwoRequests bool
 	// Sidecar is the base URL of a running `serve --dev`; empty starts the
 	// dev stack in this process.
 	Sidecar string
@@ -183,7 +187,7 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	}()
 	r := newReport(o, tg)
 	for _, n := range o.Agents {
-		row, err := runCell(ctx, o, tg, n, countersign{})
+		row, err := runCell(ctx, o, tg, n, countersign{twoRequests: o.TwoRequests})
 		if err != nil {
 			return nil, err
 		}

@@ -165,3 +165,24 @@ func TestBenchDrivesARunningSidecar(t *testing.T) {
 		t.Errorf("the table does not say unknown:\n%s", text.String())
 	}
 }
+
+// Both ways of sending a step run to done, and the report says which one
+// the cell timed.
+func TestBenchSendsOneRequestOrTwo(t *testing.T) {
+	for _, two := range []bool{false, true} {
+		r, err := bench.Run(context.Background(), bench.Options{
+			Agents: []int{1}, Duration: 200 * time.Millisecond, TwoRequests: two, DataDir: t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Rows) != 1 {
+			t.Fatalf("two requests %v: rows %+v, want one", two, r.Rows)
+		}
+		checkRow(t, r.Rows[0])
+		want := map[bool]string{false: "one request", true: "two requests"}[two]
+		if !strings.Contains(r.Params.Workload, want) {
+			t.Errorf("two requests %v: the workload %q does not say %q", two, r.Params.Workload, want)
+		}
+	}
+}

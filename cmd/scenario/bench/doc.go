@@ -10,9 +10,12 @@
 // with the tokens and endpoints that dev mode wrote into DIR.
 //
 // For each agent count, N agents run for Options.Duration. Each agent
-// loops: create a workflow (POST /v1/workflows with a fresh id), then
-// propose a refund of 1 cent in it (POST /v1/workflows/{id}/steps), as a
-// representative of the fixture. A step counts as done only when the
+// loops: propose a refund of 1 cent in a workflow of a fresh id, which the
+// proposal opens (POST /v1/workflows/{id}/steps with a ticket: one
+// request), as a representative of the fixture. With Options.TwoRequests
+// (`--two-requests`) it first creates the workflow (POST /v1/workflows)
+// and then proposes, two requests, as agents did before a proposal could
+// open its workflow. A step counts as done only when the
 // answer is 200 with status done; every other answer (and every request
 // that got none) is counted under what it was, never dropped.
 //
@@ -36,7 +39,7 @@
 //     to the last answer (agents start no request after the duration, and
 //     wait for the answers in flight).
 //   - propose p50/p99 and create+propose p50/p99: nearest-rank percentiles
-//     of the done steps' latencies.
+//     of the done steps' latencies (in one request both time that request).
 //   - commits per step: the commits of every bbolt file of the in-process
 //     stack (the sidecar's store, the ledger, the order system) over the
 //     cell, read from each file's transaction id (store.DB.Commits), less

@@ -57,7 +57,7 @@ func runFleet(ctx context.Context, o Options, dir string, k int, r *Report) (_ *
 		r = newReport(o, t)
 	}
 	for _, n := range o.Agents {
-		row, err := runCell(ctx, o, t, n, countersign{})
+		row, err := runCell(ctx, o, t, n, countersign{twoRequests: o.TwoRequests})
 		if err != nil {
 			return nil, err
 		}

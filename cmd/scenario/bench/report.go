@@ -108,15 +108,23 @@ type Ratio struct {
 	Ratio       float64 `json:"ratio"`
 }
 
+// steps says what each countersign step sends.
+func steps(o Options) string {
+	if o.TwoRequests {
+		return "create a workflow (POST /v1/workflows), then propose issue_refund of 1 cent in it: two requests"
+	}
+	return "propose issue_refund of 1 cent in a new workflow that the proposal opens (a ticket in its body): one request, so propose and create+propose time the same request"
+}
+
 func newReport(o Options, t *target) *Report {
 	r := &Report{
 		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
 			Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Params: Params{
 			Target: t.desc, Policy: t.revision, Agents: o.Agents, DurationSeconds: o.Duration.Seconds(), Baseline: o.Baseline,
-			Workload: fmt.Sprintf("each agent: create a workflow, propose issue_refund of 1 cent in it; "+
+			Workload: fmt.Sprintf("each agent: %s; "+
 				"agents alternate %s, each on an order of its own (POST /_sim/orders, paid $1,000.00, "+
-				"a fresh one every %s refunds) so no cap or approval threshold binds", strings.Join(reps, "/"), thousands(RefundsPerOrder)),
+				"a fresh one every %s refunds) so no cap or approval threshold binds", steps(o), strings.Join(reps, "/"), thousands(RefundsPerOrder)),
 			Fsyncs: "unknown: the stack runs out of process",
 		},
 	}

@@ -96,8 +96,10 @@ type system interface {
 	step(ctx context.Context, t *target, a *agent) outcome
 }
 
-// countersign drives the sidecar's API as an agent does.
-type countersign struct{}
+// countersign drives the sidecar's API as an agent does: each step one
+// request that opens its workflow and proposes in it, or with twoRequests
+// the two of them apart.
+type countersign struct{ twoRequests bool }
 
 func (countersign) name() string { return "countersign" }
 
@@ -108,19 +110,23 @@ type stepAnswer struct {
 	Error  *errorAnswer `json:"error"`
 }
 
-func (countersign) step(ctx context.Context, t *target, a *agent) outcome {
-	wf := a.nextID()
+func (c countersign) step(ctx context.Context, t *target, a *agent) outcome {
+	wf, ticket := a.nextID(), "BENCH-"+t.run
 	var ans stepAnswer
+	call := map[string]any{"tool": tool.IssueRefund, "args": tool.Args{Order: a.order, Amount: refundCents}}
 	t0 := time.Now()
-	status, err := t.post(ctx, a.sidecar+"/v1/workflows", a.token, nil,
-		map[string]string{"ticket": "BENCH-" + t.run, "id": wf}, &ans)
-	if err != nil || status != http.StatusCreated {
-		return outcome{problem: "create workflow: " + describe(status, err, ans)}
+	if c.twoRequests {
+		status, err := t.post(ctx, a.sidecar+"/v1/workflows", a.token, nil,
+			map[string]string{"ticket": ticket, "id": wf}, &ans)
+		if err != nil || status != http.StatusCreated {
+			return outcome{problem: "create workflow: " + describe(status, err, ans)}
+		}
+	} else {
+		call["ticket"] = ticket
 	}
 	t1 := time.Now()
 	ans = stepAnswer{}
-	status, err = t.post(ctx, a.sidecar+"/v1/workflows/"+wf+"/steps", a.token, nil,
-		map[string]any{"tool": tool.IssueRefund, "args": tool.Args{Order: a.order, Amount: refundCents}}, &ans)
+	status, err := t.post(ctx, a.sidecar+"/v1/workflows/"+wf+"/steps", a.token, nil, call, &ans)
 	t2 := time.Now()
 	if err != nil || status != http.StatusOK || ans.Status != "done" {
 		return outcome{problem: "propose: " + describe(status, err, ans)}

@@ -32,7 +32,9 @@
 //	401 token_malformed    the epoch claim differs from the kid's N, aud is
 //	                       neither a string nor an array of strings, or (with
 //	                       the single-use check on) there is no jti
-//	401 token_replayed     this jti was already accepted (see below)
+//	401 token_replayed     this jti was already accepted (see below): from
+//	                       the durable record for a write, from memory
+//	                       for a read (a lookup), which commits nothing
 //	403 wrong_audience     aud is not this system
 //	403 wrong_scope        scope is not this operation's
 //	403 call_mismatch      call claim differs from the binding of THIS request
@@ -82,6 +84,16 @@
 // already. The order above holds, and a replayed token never acts. The
 // simulators do this (package simserver), in their bbolt files, so that a
 // restart does not forget.
+//
+// Only writes need that durable record. A token that can only read (the
+// order system's lookup scope) is held to single use from memory
+// ([MemoryReplays]) for its lifetime, and the read commits nothing: a
+// replay is refused 401 token_replayed as any other, in the same place in
+// the order above, and one that a restart let through would read the
+// order again, as its first use did, and move no value. The lifetime
+// bound (120 s at most) is what such a replay can reach past a restart.
+// So a lookup costs a read transaction, no commit and no fsync, where a
+// write still records its jti in the transaction of its effect.
 // [Options.AllowReplay] removes the check; only tests that show it is
 // load-bearing set it.
 //

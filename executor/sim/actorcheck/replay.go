@@ -16,6 +16,14 @@ type Replays interface {
 	Use(jti string, exp, now time.Time) (replayed bool, err error)
 }
 
+// MemoryReplays returns the Replays that Options.Replays defaults to: the
+// jtis in this process's memory, each until its token's exp. A receiver
+// with a durable store keeps the jtis of reads here: a read replayed after
+// a restart answers what it answered before and moves nothing, so the
+// single use of a token that only reads needs no commit (see the package
+// doc, "Single use").
+func MemoryReplays() Replays { return &memoryReplays{} }
+
 // memoryReplays is the default Replays: a map, pruned of expired jtis
 // whenever it has doubled since the last pruning.
 type memoryReplays struct {

@@ -24,8 +24,9 @@
 // Every actor token is accepted once (401 token_replayed, the jtis kept in
 // orders.db until the tokens expire): a captured reship token posted three
 // times makes one shipment. The jti is recorded in the transaction that
-// records the shipment, and a lookup commits it before it answers; either
-// is one commit, shared by concurrent requests (see package simserver).
+// records the shipment: one commit, shared by concurrent requests (see
+// package simserver). A lookup's token, which only reads, is held to
+// single use from memory, and the lookup commits nothing.
 //
 // # Endpoints
 //

@@ -36,9 +36,8 @@ func notFound(err error) error {
 	return err
 }
 
-// getOrder answers a lookup. The lookup writes too: the token's jti is
-// recorded, and committed, before the answer (simserver.Core.Act), in the
-// transaction that reads the order, shared with concurrent requests.
+// getOrder answers a lookup. A lookup token only reads: its single use is
+// held from memory (simserver.Core.Read), and the lookup commits nothing.
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	claims, err := s.core.Verifier.Authenticate(r.Context(), r.Header.Get("Authorization"))
@@ -47,22 +46,13 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	want := actorcheck.Want{Audience: Audience, Scope: ScopeLookup, Call: actorcheck.OrderCall(actorcheck.ToolLookupOrder, id)}
 	if err := claims.Authorize(want); err != nil {
-		return s.core.Refuse(claims, err)
+		return s.core.RefuseRead(claims, err)
 	}
-	var (
-		o       Order
-		missing error
-	)
-	err = s.core.Act(claims, func(tx *bolt.Tx) error {
-		o, missing = getOrder(tx, id)
-		if errors.Is(missing, ErrNotFound) {
-			return nil // an answer, not a failure: the jti stays recorded
-		}
-		return missing
+	var o Order
+	err = s.core.Read(claims, func(tx *bolt.Tx) (err error) {
+		o, err = getOrder(tx, id)
+		return err
 	})
-	if err == nil {
-		err = missing
-	}
 	if err != nil {
 		return notFound(err)
 	}

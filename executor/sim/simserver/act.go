@@ -13,7 +13,9 @@ import (
 // (the request is served) or [Core.Refuse] (it is not): both record the
 // token's jti durably before the answer, and both answer 401
 // token_replayed, whatever else they would have answered, when it was
-// recorded already. So the single-use check still comes before anything
+// recorded already. A request that only reads ends in [Core.Read] or
+// [Core.RefuseRead] instead, which keep the jti in memory and commit
+// nothing. So the single-use check still comes before anything
 // about the request, a replayed token never acts, and a served request
 // costs one commit, shared with the requests committed beside it.
 
@@ -61,6 +63,48 @@ func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
 	return nil
 }
 
+// Read serves a request that only reads, whose token authenticated as
+// claims: it checks that the token has not expired, uses up its jti in
+// memory (Core's reads; a jti used already is actorcheck.Replayed, and fn
+// does not run), and runs fn in a read transaction. It commits nothing: a
+// read replayed after a restart reads again what it read, and moves no
+// value, so only writes need their jti on disk (actorcheck's doc, "Single
+// use"). The token's scope must allow no write.
+func (c *Core) Read(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
+	if err := claims.Unexpired(c.Clock.Now()); err != nil {
+		return err
+	}
+	if err := c.useRead(claims); err != nil {
+		return err
+	}
+	return c.DB.View(fn)
+}
+
+// RefuseRead is Refuse for a request that Read would have served: the
+// jti is used up in memory.
+func (c *Core) RefuseRead(claims actorcheck.Claims, refusal error) error {
+	if err := c.useRead(claims); err != nil {
+		return err
+	}
+	return refusal
+}
+
+// useRead uses up the jti of claims in memory, unless the single-use
+// check is off: actorcheck.Replayed when it was used already.
+func (c *Core) useRead(claims actorcheck.Claims) error {
+	if !c.singleUse {
+		return nil
+	}
+	seen, err := c.reads.Use(claims.ID, claims.Expiry, c.Clock.Now())
+	switch {
+	case err != nil:
+		return fmt.Errorf("recording the token's jti: %w", err)
+	case seen:
+		return actorcheck.Replayed()
+	}
+	return nil
+}
+
 // Refuse answers refusal to a request whose token authenticated as claims
 // but which is not served (a malformed body, a token that does not cover
 // it): the jti is used up all the same, as a token accepted in every
@@ -70,6 +114,9 @@ func (c *Core) Act(claims actorcheck.Claims, fn func(*bolt.Tx) error) error {
 func (c *Core) Refuse(claims actorcheck.Claims, refusal error) error {
 	if !c.singleUse {
 		return refusal
+	}
+	if err := c.useRead(claims); err != nil {
+		return err // used by a read already: replayed comes first
 	}
 	if err := c.Act(claims, func(*bolt.Tx) error { return nil }); err != nil {
 		return err

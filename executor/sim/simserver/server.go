@@ -90,6 +90,7 @@ type Core struct {
 
 	group     *groupcommit.Group // the write transactions of the system's requests
 	singleUse bool               // record jtis (Options.AllowTokenReplay unset)
+	reads     actorcheck.Replays // the jtis of tokens that only read, in memory (Core.Read)
 }
 
 // Server is the face a system shows, meant to be embedded in the system's
@@ -128,7 +129,7 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", sp.Name, err)
 	}
-	c := &Core{Clock: o.Clock, Log: o.Logger, Verifier: v, singleUse: !o.AllowTokenReplay}
+	c := &Core{Clock: o.Clock, Log: o.Logger, Verifier: v, singleUse: !o.AllowTokenReplay, reads: actorcheck.MemoryReplays()}
 	c.Faults.NoWrongAmount = sp.NoWrongAmount
 	if c.Clock == nil {
 		c.Clock = clock.Wall{}
