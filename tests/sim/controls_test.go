@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/cmd/scenario/demo"
 	"github.com/countersign/countersign/tests/sim"
@@ -23,9 +24,15 @@ func TestRemovedControlsAreFound(t *testing.T) {
 		{[]demo.Control{demo.Cumulative}, sim.InvApproval},
 		{[]demo.Control{demo.CheckSwitchAtExecution}, sim.InvSwitch},
 		{[]demo.Control{demo.WriteAhead, demo.ReferenceKeys}, sim.InvShipment},
+		{[]demo.Control{demo.RunDedupe}, sim.InvLedger},
+		{[]demo.Control{demo.BindApproval}, sim.InvApproval},
+		{[]demo.Control{demo.StrictSchema}, sim.InvApproval},
+		{[]demo.Control{demo.EffectFence}, sim.InvLedger},
+		{[]demo.Control{demo.ResolveByReference, demo.ReferenceKeys}, sim.InvShipment},
 	} {
 		t.Run(string(c.removed[0]), func(t *testing.T) {
 			controls := demo.Without(c.removed...)
+			start := time.Now()
 			r, found, err := sim.Search(context.Background(), 1, 1000, sim.Options{Controls: &controls, Dir: t.TempDir()},
 				func(r sim.Result) bool { return r.Broke(c.breaks) })
 			if err != nil {
@@ -34,7 +41,17 @@ func TestRemovedControlsAreFound(t *testing.T) {
 			if !found {
 				t.Fatalf("without %v no seed of 1 to 1,000 broke %s", c.removed, c.breaks)
 			}
-			t.Logf("without %v: seed %d breaks %s first (%d seeds/s)", c.removed, r.Seed, c.breaks, 0)
+			t.Logf("without %v: seed %d breaks %s first (%.1f seeds/s): %s", c.removed, r.Seed, c.breaks,
+				float64(r.Seed)/time.Since(start).Seconds(), firstOf(r, c.breaks))
 		})
 	}
+}
+
+func firstOf(r sim.Result, inv sim.Invariant) string {
+	for _, v := range r.Found {
+		if v.Invariant == inv {
+			return v.Detail
+		}
+	}
+	return ""
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/tool"
 )
 
 // DefaultEvents is how many workload and fault events one seed draws.
@@ -29,6 +31,9 @@ type Options struct {
 	KeepTrace bool
 	// Workers run seeds at once. Zero: GOMAXPROCS.
 	Workers int
+
+	// drop leaves out the planned events of these indexes (shrinking).
+	drop map[int]bool
 }
 
 // Result is one seed's run.
@@ -83,9 +88,13 @@ func run(ctx context.Context, seed uint64, o Options, sh *shared) (Result, error
 	defer w.close()
 	w.trace.keep = o.KeepTrace
 	w.net.faulty = []float64{0, 0.05, 0.15, 0.3}[w.rng.IntN(4)]
+	steps := plan(w.rng, events)
 	w.tracef("seed %d: %d orders, network faults %.2f", seed, len(w.orderList), w.net.faulty)
-	for range events {
-		if err := w.step(ctx); err != nil {
+	for i, p := range steps {
+		if o.drop[i] {
+			continue
+		}
+		if err := w.step(ctx, p); err != nil {
 			return Result{}, fmt.Errorf("seed %d: %w", seed, err)
 		}
 	}
@@ -106,11 +115,23 @@ func run(ctx context.Context, seed uint64, o Options, sh *shared) (Result, error
 // token that could carry an effect has expired, and resumes every open
 // workflow, as a sidecar started after an outage would.
 func (w *world) settle(ctx context.Context) error {
+	w.rng = rand.New(rand.NewPCG(w.seed, 0x5e771e))
 	w.net.faulty = 0
 	w.armed = ""
 	w.tracef("settle")
 	w.clock.Advance(5 * time.Minute)
 	w.net.release(-1)
+	// A step started before its tool was switched off waits, started,
+	// for the switch: an operator turns every tool on again.
+	for _, name := range []tool.Name{tool.IssueRefund, tool.ReshipOrder} {
+		if !w.switches[name] {
+			if err := w.eng.SetSwitch(ctx, person("ops-ida"), name, true, "sim: settle"); err != nil {
+				return fatal(err)
+			}
+			w.switches[name] = true
+			w.tracef("switch %s on=true", name)
+		}
+	}
 	err := w.eng.ResumeAll(ctx)
 	w.db.Flush()
 	w.tracef("settle: resume all: %s", errClass(err))

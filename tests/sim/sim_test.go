@@ -45,3 +45,30 @@ func violations(r sim.Result) []string {
 	}
 	return out
 }
+
+// TestSameSeedSameTrace runs seeds twice, in another order of workers,
+// and wants the same trace from each; another seed gives another trace.
+func TestSameSeedSameTrace(t *testing.T) {
+	const n = 8
+	first := rand.Uint64() >> 1
+	t.Logf("seeds %d to %d", first, first+n-1)
+	a, err := sim.RunSeeds(context.Background(), first, n, sim.Options{Dir: t.TempDir(), Workers: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sim.RunSeeds(context.Background(), first, n, sim.Options{Dir: t.TempDir(), Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]uint64{}
+	for i := range n {
+		ra, rb := a.Results[i], b.Results[i]
+		if ra.Trace != rb.Trace || ra.Lines != rb.Lines {
+			t.Errorf("seed %d: trace %s (%d lines), run again %s (%d lines)", ra.Seed, ra.Trace, ra.Lines, rb.Trace, rb.Lines)
+		}
+		if s, ok := seen[ra.Trace]; ok {
+			t.Errorf("seeds %d and %d gave the same trace %s", s, ra.Seed, ra.Trace)
+		}
+		seen[ra.Trace] = ra.Seed
+	}
+}

@@ -43,7 +43,10 @@ func (w *world) tracef(format string, args ...any) {
 // errClass names an error by what the engine means by it, never by its
 // text, which may carry random ids.
 func errClass(err error) string {
-	var refused *engine.Refused
+	var (
+		refused  *engine.Refused
+		approval *engine.ApprovalRefused
+	)
 	switch {
 	case err == nil:
 		return "ok"
@@ -55,6 +58,8 @@ func errClass(err error) string {
 		return "order_not_found"
 	case errors.As(err, &refused):
 		return "refused:" + refused.Code
+	case errors.As(err, &approval):
+		return "approval_refused:" + approval.Code
 	}
 	for _, k := range []struct {
 		err  error

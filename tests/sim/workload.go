@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/countersign/countersign/executor/engine"
@@ -39,6 +40,8 @@ var events = []event{
 	{8, "reship", (*world).proposeReship},
 	{16, "lead", (*world).leadActs},
 	{8, "resume", (*world).repResumes},
+	{4, "repeat", (*world).repeatCall},
+	{4, "amend", (*world).amendWaiting},
 	{4, "switch", (*world).flipSwitch},
 	{4, "deliver", func(w *world, _ context.Context) error { w.net.release(1 + w.rng.IntN(3)); return nil }},
 	{3, "jump", func(w *world, _ context.Context) error {
@@ -63,25 +66,41 @@ var totalWeight = func() int {
 	return n
 }()
 
-// step runs one event drawn at random, after a pause of up to 90
-// simulated seconds.
-func (w *world) step(ctx context.Context) error {
-	w.clock.Advance(time.Duration(1+w.rng.IntN(90)) * time.Second)
-	k := w.rng.IntN(totalWeight)
-	for _, e := range events {
-		if k < e.weight {
-			err := e.do(w, ctx)
-			if errors.Is(err, engine.ErrCrashed) {
-				err = w.restart(ctx)
-			}
-			if err == nil {
-				w.db.Flush() // a done step answered before durable is durable before the next event
-			}
-			return err
+// planned is one event of a seed's plan: what happens, after how long a
+// pause, and the seed of the random source it and the network draw
+// from while it runs. Each event has its own source, so that dropping
+// events from a plan (shrinking) leaves the others' draws as they were.
+type planned struct {
+	event int
+	pause time.Duration
+	seed  uint64
+}
+
+// plan draws n events from r.
+func plan(r *rand.Rand, n int) []planned {
+	out := make([]planned, n)
+	for i := range out {
+		k, e := r.IntN(totalWeight), 0
+		for ; k >= events[e].weight; e++ {
+			k -= events[e].weight
 		}
-		k -= e.weight
+		out[i] = planned{event: e, pause: time.Duration(1+r.IntN(90)) * time.Second, seed: r.Uint64()}
 	}
-	return nil
+	return out
+}
+
+// step runs one planned event.
+func (w *world) step(ctx context.Context, p planned) error {
+	w.rng = rand.New(rand.NewPCG(p.seed, w.seed))
+	w.clock.Advance(p.pause)
+	err := events[p.event].do(w, ctx)
+	if errors.Is(err, engine.ErrCrashed) {
+		err = w.restart(ctx)
+	}
+	if err == nil {
+		w.db.Flush() // a done step answered before durable is durable before the next event
+	}
+	return err
 }
 
 func (w *world) openWorkflow(ctx context.Context) error {
@@ -145,7 +164,11 @@ func (w *world) proposeRefund(ctx context.Context) error {
 		return nil
 	}
 	order, paid := w.pickOrder(wf.rep)
-	args, _ := json.Marshal(map[string]any{"order": order, "amount": w.refundAmount(paid)})
+	call := map[string]any{"order": order, "amount": w.refundAmount(paid)}
+	if w.rng.IntN(20) == 0 {
+		call["approved_by"] = "lead-dee" // a model claiming an approval it does not have
+	}
+	args, _ := json.Marshal(call)
 	return w.propose(ctx, wf, tool.IssueRefund, args)
 }
 
@@ -160,6 +183,7 @@ func (w *world) proposeReship(ctx context.Context) error {
 }
 
 func (w *world) propose(ctx context.Context, wf workflow, name tool.Name, args []byte) error {
+	w.last = lastCall{wf: wf, tool: name, args: args}
 	s, err := w.eng.Propose(ctx, person(wf.rep), wf.id, name, args)
 	w.tracef("propose %s %s %s: %s %s", wf.id, name, args, errClass(err), stepLine(s))
 	if err == nil || errors.Is(err, engine.ErrUnavailable) {
@@ -222,13 +246,7 @@ func (w *world) repResumes(ctx context.Context) error {
 }
 
 func (w *world) resume(ctx context.Context, id string) error {
-	rep := ""
-	for _, wf := range w.workflows {
-		if wf.id == id {
-			rep = wf.rep
-		}
-	}
-	snap, err := w.eng.Resume(ctx, person(rep), id)
+	snap, err := w.eng.Resume(ctx, person(w.repOf(id)), id)
 	w.tracef("resume %s: %s", id, errClass(err))
 	for _, s := range snap.Steps {
 		w.tracef("  %s", stepLine(s))
@@ -267,4 +285,60 @@ func fatal(err error) error {
 		return err
 	}
 	return fmt.Errorf("sim: %w", err)
+}
+
+// lastCall is the last call an agent proposed.
+type lastCall struct {
+	wf   workflow
+	tool tool.Name
+	args []byte
+}
+
+// repeatCall has the agent propose its last call again, as an agent
+// that lost the answer, or a looping model, does.
+func (w *world) repeatCall(ctx context.Context) error {
+	if w.last.tool == "" {
+		return nil
+	}
+	w.tracef("the agent repeats its last call")
+	return w.propose(ctx, w.last.wf, w.last.tool, w.last.args)
+}
+
+// amendWaiting has the rep's agent change the amount of a refund that
+// waits for an approval, pending or already given.
+func (w *world) amendWaiting(ctx context.Context) error {
+	var waiting []store.Step
+	err := w.db.View(func(tx *store.Tx) error {
+		return tx.AllSteps(func(s store.Step) error {
+			if s.Status == store.StepWaitingApproval && s.Tool == tool.IssueRefund {
+				waiting = append(waiting, s)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fatal(err)
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	s := waiting[w.rng.IntN(len(waiting))]
+	amount := int64(s.Args.Amount) + w.rng.Int64N(4001) - 1000
+	args, _ := json.Marshal(map[string]any{"order": s.Args.Order, "amount": max(amount, 1)})
+	rep := w.repOf(s.Workflow)
+	got, err := w.eng.Amend(ctx, person(rep), s.Workflow, s.N, args)
+	w.tracef("amend %s/%d to %s: %s %s", s.Workflow, s.N, args, errClass(err), stepLine(got))
+	if err == nil || errors.Is(err, engine.ErrUnavailable) {
+		w.ack(got)
+	}
+	return ignorable(err)
+}
+
+func (w *world) repOf(wf string) string {
+	for _, x := range w.workflows {
+		if x.id == wf {
+			return x.rep
+		}
+	}
+	return ""
 }

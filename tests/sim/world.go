@@ -70,6 +70,7 @@ type world struct {
 	dispatched map[string]bool
 	// armed is the failpoint at which the engine crashes next ("": none).
 	armed    string
+	last     lastCall
 	restarts int
 	// violations found during the run (checked where they happen).
 	violations []Violation
