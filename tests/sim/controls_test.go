@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +55,23 @@ func firstOf(r sim.Result, inv sim.Invariant) string {
 		}
 	}
 	return ""
+}
+
+// TestShrinkKeepsTheFailure shrinks a seed that breaks an invariant with
+// the idempotency keys removed: fewer events, the same invariant broken.
+func TestShrinkKeepsTheFailure(t *testing.T) {
+	controls := demo.Without(demo.IdempotencyKeys)
+	o := sim.Options{Controls: &controls, Dir: t.TempDir()}
+	r, found, err := sim.Search(context.Background(), 1, 50, o, func(r sim.Result) bool { return r.Broke(sim.InvLedger) })
+	if err != nil || !found {
+		t.Fatalf("no seed of 50 broke %s without idempotency keys (%v)", sim.InvLedger, err)
+	}
+	s, err := sim.Shrink(context.Background(), r.Seed, o, sim.InvLedger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Kept) == 0 || len(s.Kept) >= s.Of {
+		t.Fatalf("seed %d shrank from %d events to %d", r.Seed, s.Of, len(s.Kept))
+	}
+	t.Logf("seed %d: %d of %d events still break %s (%d runs):\n%s", r.Seed, len(s.Kept), s.Of, s.Invariant, s.Runs, strings.Join(s.Trace, "\n"))
 }

@@ -35,6 +35,14 @@ func TestSimulate(t *testing.T) {
 	for _, r := range sum.Failed {
 		t.Errorf("seed %d broke %d invariants (replay: %s):\n  %s", r.Seed, len(r.Found), r.Replay, strings.Join(violations(r), "\n  "))
 	}
+	if len(sum.Failed) > 0 {
+		r := sum.Failed[0]
+		s, err := sim.Shrink(context.Background(), r.Seed, sim.Options{Dir: t.TempDir()}, r.Found[0].Invariant)
+		if err != nil {
+			t.Fatalf("shrink seed %d: %v", r.Seed, err)
+		}
+		t.Logf("seed %d shrunk to %d of %d events that still break %s:\n%s", r.Seed, len(s.Kept), s.Of, s.Invariant, strings.Join(s.Trace, "\n"))
+	}
 	t.Logf("%d seeds in %s: %.1f seeds/s", sum.Seeds, sum.Took.Round(1e6), sum.PerSec)
 }
 
