@@ -23,6 +23,8 @@ func TestRemovedControlsAreFound(t *testing.T) {
 	}{
 		{[]demo.Control{demo.IdempotencyKeys}, sim.InvLedger},
 		{[]demo.Control{demo.Cumulative}, sim.InvApproval},
+		{[]demo.Control{demo.Cumulative}, sim.InvPaid},
+		{[]demo.Control{demo.ReshipHistory}, sim.InvReshipLimit},
 		{[]demo.Control{demo.CheckSwitchAtExecution}, sim.InvSwitch},
 		{[]demo.Control{demo.WriteAhead, demo.ReferenceKeys}, sim.InvShipment},
 		{[]demo.Control{demo.RunDedupe}, sim.InvLedger},
@@ -31,7 +33,7 @@ func TestRemovedControlsAreFound(t *testing.T) {
 		{[]demo.Control{demo.EffectFence}, sim.InvLedger},
 		{[]demo.Control{demo.ResolveByReference, demo.ReferenceKeys}, sim.InvShipment},
 	} {
-		t.Run(string(c.removed[0]), func(t *testing.T) {
+		t.Run(string(c.removed[0])+"/"+string(c.breaks), func(t *testing.T) {
 			controls := demo.Without(c.removed...)
 			start := time.Now()
 			r, found, err := sim.Search(context.Background(), 1, 1000, sim.Options{Controls: &controls, Dir: t.TempDir()},

@@ -182,7 +182,7 @@ func RunSeeds(ctx context.Context, first uint64, n int, o Options, each func(Res
 	}
 	close(next)
 	wg.Wait()
-	s := Summary{Seeds: n, First: first, Took: time.Since(start), Results: results}
+	s := Summary{Seeds: n, First: first, Took: time.Since(start), Results: results, Failed: []Result{}}
 	if err := errors.Join(errs...); err != nil {
 		return s, err
 	}
