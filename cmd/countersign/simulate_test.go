@@ -50,7 +50,7 @@ func TestSimulateReplaysASeedWithTheSameTrace(t *testing.T) {
 		if m == nil {
 			t.Fatalf("no trace hash for seed 11 in:\n%s", errs)
 		}
-		if !regexp.MustCompile(`(?m)^ +0 seed 11: 6 orders`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^ +0 seed 11: 6 orders, network faults`).MatchString(out) {
 			t.Fatalf("no trace printed for seed 11:\n%s", out)
 		}
 		got = append(got, m[1])

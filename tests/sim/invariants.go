@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
 	"github.com/countersign/countersign/executor/store"
@@ -47,6 +50,10 @@ const (
 	InvSwitch Invariant = "no_effect_while_switched_off"
 	// InvAudit: the audit chain verifies.
 	InvAudit Invariant = "audit_chain_verifies"
+	// InvReconciles: reconciliation (package reconcile, as a sidecar
+	// runs it) finds no unexplained difference between the records and
+	// the systems of record.
+	InvReconciles Invariant = "reconciliation_explains_every_difference"
 	// InvSettles: once the network heals and every token has expired,
 	// one resume settles every step (none left pending, started or
 	// unknown) without a person.
@@ -130,6 +137,19 @@ func (w *world) checkEnd() error {
 	}
 	if !rep.OK {
 		w.violate(InvAudit, "the chain breaks: %+v", rep.Broken)
+	}
+	job, err := reconcile.New(reconcile.Options{Records: reconcile.FromStore(w.db), Ledger: w.sys.Dispatcher().Ledger(),
+		Shipments: w.sys.Dispatcher().Orders(), AutoLimit: w.limits.RefundAuto, Clock: w.clock})
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	rec, err := job.Run(context.Background())
+	if err != nil {
+		return fmt.Errorf("sim: reconcile: %w", err)
+	}
+	if !rec.Clean() {
+		b, _ := json.Marshal(rec.Findings)
+		w.violate(InvReconciles, "%d unexplained: %s", rec.Unexplained, b)
 	}
 	for _, s := range f.steps {
 		switch s.Status {

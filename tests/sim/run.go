@@ -89,7 +89,7 @@ func run(ctx context.Context, seed uint64, o Options, sh *shared) (Result, error
 	w.trace.keep = o.KeepTrace
 	w.net.faulty = []float64{0, 0.05, 0.15, 0.3}[w.rng.IntN(4)]
 	steps := plan(w.rng, events)
-	w.tracef("seed %d: %d orders, network faults %.2f", seed, len(w.orderList), w.net.faulty)
+	w.tracef("seed %d: %d orders, network faults %.2f, receivers' clocks %s behind", seed, len(w.orderList), w.net.faulty, w.skew)
 	for i, p := range steps {
 		if o.drop[i] {
 			continue

@@ -46,6 +46,8 @@ type world struct {
 	dir      string
 	controls engine.Controls
 	limits   policy.Limits
+	// skew is how far the receivers' clocks are behind the sidecar's.
+	skew time.Duration
 
 	pol    *policy.Engine
 	auth   *credential.Authority
@@ -138,8 +140,13 @@ func (w *world) build(sh *shared) error {
 	if w.auth, err = credential.Open(credential.Options{Dir: w.dir, Clock: w.clock}); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	// The receivers' clocks run up to 2 s ahead of the sidecar's or up
+	// to the skew the engine allows for (engine.DefaultReceiverSkew)
+	// behind it.
+	w.skew = time.Duration(w.rng.Int64N(int64(engine.DefaultReceiverSkew+2*time.Second))) - 2*time.Second
+	theirs := skewed{w.clock, w.skew}
 	simOpts := func(name string) simserver.Options {
-		return simserver.Options{DataDir: filepath.Join(w.dir, name), Keys: w.auth.JWKS(), Clock: w.clock, NoSync: true,
+		return simserver.Options{DataDir: filepath.Join(w.dir, name), Keys: w.auth.JWKS(), Clock: theirs, NoSync: true,
 			AllowTokenReplay: !w.controls.SingleUseTokens}
 	}
 	w.orderList = w.makeOrders()
@@ -296,3 +303,12 @@ func (r recorder) Execute(ctx context.Context, as engine.Actor, c engine.Call) (
 func (r recorder) Reverse(ctx context.Context, as engine.Actor, entry, key string) (json.RawMessage, error) {
 	return r.w.sys.Reverse(ctx, as, entry, key)
 }
+
+// skewed is a clock behind another by a fixed amount (ahead when
+// negative).
+type skewed struct {
+	c      *simclock.Clock
+	behind time.Duration
+}
+
+func (s skewed) Now() time.Time { return s.c.Now().Add(-s.behind) }
