@@ -22,6 +22,7 @@ func TestRemovedControlsAreFound(t *testing.T) {
 		breaks  sim.Invariant
 	}{
 		{[]demo.Control{demo.IdempotencyKeys}, sim.InvLedger},
+		{[]demo.Control{demo.EffectFence}, sim.InvReconciles},
 		{[]demo.Control{demo.Cumulative}, sim.InvApproval},
 		{[]demo.Control{demo.Cumulative}, sim.InvPaid},
 		{[]demo.Control{demo.ReshipHistory}, sim.InvReshipLimit},
