@@ -1,14 +1,17 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"testing/fstest"
 	"time"
 
 	"github.com/countersign/countersign/bundles"
@@ -109,21 +112,68 @@ func open(seed uint64, parent string, controls engine.Controls, shared *shared) 
 }
 
 // shared is what every world of a process can share because no world
-// changes it: the compiled bundle.
+// changes it: the parsed bundle.
 type shared struct {
 	bundle *policy.Bundle
 }
 
+// The caps of the simulation's bundle, in place of p1's $1,000 per rep
+// per day and $3,000 per agent hour, which a seed's few refunds would
+// never reach: these bind in most seeds, so the caps' invariants are
+// tested, not merely held.
+const (
+	simRepDaily    = 40000
+	simAgentHourly = 50000
+)
+
+// newShared loads the embedded bundle p1 with the simulation's caps in
+// its data (its revision stays p1's).
 func newShared() (*shared, error) {
-	fsys, err := bundles.Open("p1")
+	src, err := bundles.Open("p1")
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
+	}
+	fsys := fstest.MapFS{}
+	err = fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(src, path)
+		if err == nil && path == "data.json" {
+			b, err = withCaps(b)
+		}
+		fsys[path] = &fstest.MapFile{Data: b, Mode: 0o644}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sim: bundle p1: %w", err)
 	}
 	b, err := policy.LoadFS(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	return &shared{bundle: b}, nil
+}
+
+// withCaps is a bundle's data.json with the simulation's caps.
+func withCaps(raw []byte) ([]byte, error) {
+	var data struct {
+		Countersign struct {
+			Limits map[string]json.Number `json:"limits"`
+		} `json:"countersign"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&data); err != nil {
+		return nil, fmt.Errorf("data.json: %w", err)
+	}
+	if data.Countersign.Limits == nil {
+		return nil, errors.New("data.json has no countersign.limits")
+	}
+	data.Countersign.Limits["rep_daily"] = json.Number(fmt.Sprint(simRepDaily))
+	data.Countersign.Limits["agent_hourly"] = json.Number(fmt.Sprint(simAgentHourly))
+	return json.Marshal(data)
 }
 
 func (w *world) build(sh *shared) error {
