@@ -229,11 +229,11 @@ func (w *world) checkCaps(f facts) {
 	for _, s := range refunds {
 		rep := f.wfRep[s.Workflow]
 		if t := within(s.ReservedAt, w.limits.RepWindow, func(r store.Step) bool { return f.wfRep[r.Workflow] == rep }); t > int64(w.limits.RepDaily) {
-			w.violate(InvRepDay, "%s's refunds in the window up to %s add up to %d cents, above %d", rep, s.ReservedAt.Sub(Start), t, w.limits.RepDaily)
+			w.violate(InvRepDay, "%s's refunds in the window up to %s add up to %d cents, above %d", rep, s.ReservedAt.Sub(begin), t, w.limits.RepDaily)
 			return
 		}
 		if t := within(s.ReservedAt, time.Hour, func(store.Step) bool { return true }); t > int64(w.limits.AgentHourly) {
-			w.violate(InvAgentHour, "the agent's refunds in the hour up to %s add up to %d cents, above %d", s.ReservedAt.Sub(Start), t, w.limits.AgentHourly)
+			w.violate(InvAgentHour, "the agent's refunds in the hour up to %s add up to %d cents, above %d", s.ReservedAt.Sub(begin), t, w.limits.AgentHourly)
 			return
 		}
 	}

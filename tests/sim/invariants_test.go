@@ -20,7 +20,7 @@ import (
 func TestInvariantsCatchWhatNoRemovedControlBreaks(t *testing.T) {
 	refund := func(wf string, n int, order string, amount money.Cents, at time.Duration) store.Step {
 		return store.Step{Workflow: wf, N: n, Tool: tool.IssueRefund, Args: tool.Args{Order: order, Amount: amount},
-			Status: store.StepDone, Key: wf + "-key-" + string(rune('a'+n)), Approval: "AP-" + wf, ReservedAt: Start.Add(at)}
+			Status: store.StepDone, Key: wf + "-key-" + string(rune('a'+n)), Approval: "AP-" + wf, ReservedAt: begin.Add(at)}
 	}
 	entry := func(s store.Step) ledger.Entry {
 		return ledger.Entry{Kind: ledger.KindRefund, Order: s.Args.Order, Amount: int64(s.Args.Amount), Key: s.Key}
@@ -47,8 +47,8 @@ func TestInvariantsCatchWhatNoRemovedControlBreaks(t *testing.T) {
 			[]orders.Shipment{reship("O-1", "a"), reship("O-1", "b"), reship("O-1", "c")}, []Invariant{InvReshipLimit}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := &world{clock: simclock.New(Start), trace: newTrace(),
-				limits: policy.Limits{RefundAuto: 5000, RepDaily: 40000, RepWindow: 24 * time.Hour, AgentHourly: 50000},
+			w := &world{clock: simclock.New(begin), trace: newTrace(),
+				limits:    policy.Limits{RefundAuto: 5000, RepDaily: 40000, RepWindow: 24 * time.Hour, AgentHourly: 50000},
 				orderList: []orders.Order{{ID: "O-1", Paid: 60000}, {ID: "O-2", Paid: 60000}},
 				workflows: []workflow{{"W-1", "rep-ana"}, {"W-2", "rep-ben"}, {"W-3", "rep-ben"}}}
 			f := facts{steps: c.steps, shipments: c.ships, wfRep: map[string]string{}, approvals: map[string]store.Approval{}}

@@ -12,7 +12,7 @@ import (
 )
 
 // trace is a run's event trace: one line per event and per thing the
-// network did, each prefixed with the simulated seconds since Start. Its
+// network did, each prefixed with the simulated seconds since begin. Its
 // hash is the run's fingerprint; the lines are kept only when asked for.
 type trace struct {
 	h     hash.Hash
@@ -36,7 +36,7 @@ func (t *trace) add(line string) {
 func (t *trace) sum() string { return hex.EncodeToString(t.h.Sum(nil))[:16] }
 
 func (w *world) tracef(format string, args ...any) {
-	at := w.clock.Now().Sub(Start) / 1e9
+	at := w.clock.Now().Sub(begin) / 1e9
 	w.trace.add(fmt.Sprintf("%6d %s", at, fmt.Sprintf(format, args...)))
 }
 

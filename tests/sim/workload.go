@@ -51,7 +51,7 @@ var events = []event{
 		return nil
 	}},
 	{8, "arm", func(w *world, _ context.Context) error {
-		w.armed = Failpoints[w.rng.IntN(len(Failpoints))]
+		w.armed = failpoints[w.rng.IntN(len(failpoints))]
 		w.tracef("arm crash at %s", w.armed)
 		return nil
 	}},
@@ -93,6 +93,7 @@ func plan(r *rand.Rand, n int) []planned {
 func (w *world) step(ctx context.Context, p planned) error {
 	w.rng = rand.New(rand.NewPCG(p.seed, w.seed))
 	w.clock.Advance(p.pause)
+	w.tracef("- %s", events[p.event].name)
 	err := events[p.event].do(w, ctx)
 	if errors.Is(err, engine.ErrCrashed) {
 		err = w.restart(ctx)

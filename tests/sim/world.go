@@ -29,11 +29,11 @@ import (
 	"github.com/countersign/countersign/executor/tool"
 )
 
-// Start is the simulated clock's reading when every world begins.
-var Start = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+// begin is the simulated clock's reading when every world begins.
+var begin = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 // The failpoints the engine calls (engine.Options.Failpoint).
-var Failpoints = []string{"before_dispatch", "after_dispatch", "after_record"}
+var failpoints = []string{"before_dispatch", "after_dispatch", "after_record"}
 
 // agent is the act.sub of every actor token.
 const agent = "sim-agent"
@@ -99,7 +99,7 @@ func open(seed uint64, parent string, controls engine.Controls, shared *shared) 
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	w := &world{
-		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: simclock.New(Start),
+		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), clock: simclock.New(begin),
 		dir: dir, controls: controls, trace: newTrace(),
 		switches: map[tool.Name]bool{tool.IssueRefund: true, tool.ReshipOrder: true},
 		acked:    map[string]stepRef{}, dispatched: map[string]bool{},
