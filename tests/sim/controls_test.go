@@ -32,7 +32,6 @@ func TestRemovedControlsAreFound(t *testing.T) {
 		{[]demo.Control{demo.BindApproval}, sim.InvApproval},
 		{[]demo.Control{demo.StrictSchema}, sim.InvApproval},
 		{[]demo.Control{demo.EffectFence}, sim.InvLedger},
-		{[]demo.Control{demo.ResolveByReference, demo.ReferenceKeys}, sim.InvShipment},
 	} {
 		t.Run(string(c.removed[0])+"/"+string(c.breaks), func(t *testing.T) {
 			controls := demo.Without(c.removed...)
