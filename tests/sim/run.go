@@ -27,7 +27,7 @@ type Options struct {
 	Events int
 	// Dir holds each seed's files while it runs. Empty: os.TempDir().
 	Dir string
-	// KeepTrace keeps the trace's lines in Result.Lines (a replay).
+	// KeepTrace keeps the trace's lines in Result.TraceLines (a replay).
 	KeepTrace bool
 	// Workers run seeds at once. Zero: GOMAXPROCS.
 	Workers int
@@ -56,7 +56,7 @@ func (r Result) Failed() bool { return len(r.Found) > 0 }
 
 // ReplayCommands are the two ways to run one seed again.
 func ReplayCommands(seed uint64) string {
-	return fmt.Sprintf("go test ./tests/sim -run TestSimulate -seed %d -v   or   countersign simulate --seed %d --trace", seed, seed)
+	return fmt.Sprintf("go test ./tests/sim -run TestSimulate -seed %d -seeds 1 -v   or   countersign simulate --seed %d --trace", seed, seed)
 }
 
 // Run runs one seed: a world is built, the workload and its faults are
