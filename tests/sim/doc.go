@@ -14,10 +14,11 @@
 // # A world
 //
 // The pieces are the real ones, wired in process: engine.Engine over
-// store.DB (bbolt), the policy engine with the embedded bundle p1, the
-// credential authority minting an actor token per attempt, the dispatch
-// clients (systems.Systems) and the ledger and order system of
-// executor/sim, which verify every token themselves (package
+// store.DB (bbolt), the policy engine with the embedded bundle p1 (its
+// caps lowered to $400 per rep day and $500 per agent hour, so that they
+// bind), the credential authority minting an actor token per attempt,
+// the dispatch clients (systems.Systems) and the ledger and order system
+// of executor/sim, which verify every token themselves (package
 // actorcheck). People are the fixture's (reps rep-ana and rep-ben, leads
 // lead-dee, lead-eli and lead-fay, operator ops-ida), handed to the
 // engine as the sidecar's authn would after verifying their tokens; the
