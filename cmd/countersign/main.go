@@ -53,6 +53,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newHealthcheckCmd(),
 		newManifestsCmd(),
+		newSimulateCmd(),
 	)
 	return root
 }
