@@ -124,3 +124,42 @@ func TestDecisionLogQueryRefusals(t *testing.T) {
 		e.call(t, http.MethodGet, "/v1/decisions?"+q, "ops-ida", nil).want(t, http.StatusOK, "")
 	}
 }
+
+// A decision names the audit record that covers it: on one sidecar the
+// record's id, made in the decision's transaction, a decision record of
+// the same step with the same rule.
+func TestDecisionNamesItsAuditRecord(t *testing.T) {
+	e := start(t, devstack.Options{})
+	e.open(t, "rep-ana", "W-a")
+	r, _ := e.propose(t, "rep-ana", "W-a", "issue_refund", refund("O-1001", 1000))
+	r.want(t, http.StatusOK, "")
+	var decisions struct {
+		Decisions []struct {
+			N     int    `json:"n"`
+			Rule  string `json:"rule"`
+			Audit string `json:"audit"`
+		} `json:"decisions"`
+	}
+	e.call(t, http.MethodGet, "/v1/decisions?workflow=W-a", "ops-ida", nil).decode(t, &decisions)
+	if len(decisions.Decisions) != 1 || decisions.Decisions[0].Audit == "" {
+		t.Fatalf("W-a's decisions %+v, want one naming its audit record", decisions.Decisions)
+	}
+	d := decisions.Decisions[0]
+	var page struct {
+		Records []struct {
+			ID, Kind, Workflow string
+			N                  int
+			Detail             map[string]any
+		} `json:"records"`
+	}
+	e.call(t, http.MethodGet, "/v1/audit?limit=1000", "ops-ida", nil).decode(t, &page)
+	for _, rec := range page.Records {
+		if rec.ID == d.Audit {
+			if rec.Kind != "decision" || rec.Workflow != "W-a" || rec.N != d.N || rec.Detail["rule"] != d.Rule {
+				t.Errorf("the decision's audit record %s is %+v, want W-a/%d's decision by %s", d.Audit, rec, d.N, d.Rule)
+			}
+			return
+		}
+	}
+	t.Errorf("no audit record has the decision's audit id %s", d.Audit)
+}

@@ -183,7 +183,8 @@ func newDecision(e engine.LogEntry) client.Decision {
 		Result:  client.DecisionResult{Decision: e.Result.Decision, Rule: e.Result.Rule},
 		Bundles: client.DecisionBundles{Countersign: client.DecisionBundle(e.Bundles.Countersign)},
 		Seq:     e.Seq, At: e.At, Workflow: e.Workflow, N: e.N, User: e.User, Tool: string(e.Tool), Args: newArgsView(e.Tool, e.Args),
-		Decision: e.Decision, Rule: e.Rule, Revision: e.Revision, AgentVersion: e.AgentVersion, Mode: e.Mode, Shadow: e.Shadow}
+		Decision: e.Decision, Rule: e.Rule, Revision: e.Revision, AgentVersion: e.AgentVersion, Mode: e.Mode, Shadow: e.Shadow,
+		Audit: e.Audit, AuditPending: e.AuditPending}
 }
 
 // A cursor is the sequence number of the last item a page showed (a
@@ -210,7 +211,7 @@ func parseCursor(s string) (uint64, error) {
 func newAuditPage(p audit.Page) client.AuditPage {
 	return client.AuditPage{Next: p.Next, Records: each(p.Records, func(r audit.Record) client.AuditRecord {
 		return client.AuditRecord{ID: r.ID, At: r.At, Kind: string(r.Kind), Actor: r.Actor, Workflow: r.Workflow, N: r.N,
-			Tool: r.Tool, Args: r.Args, Detail: r.Detail, Prev: r.Prev, Hash: r.Hash}
+			Tool: r.Tool, Args: r.Args, Detail: r.Detail, Pending: r.Pending, Prev: r.Prev, Hash: r.Hash}
 	})}
 }
 

@@ -73,14 +73,19 @@ func (l *Log) Append(tx *store.Tx, r Record) (Record, error) {
 		r.At = l.clock.Now()
 	}
 	r.At = r.At.UTC().Round(0) // drop the monotonic reading; it does not survive the store
-	r.ID, r.Prev, r.Hash = "", "", ""
+	r.ID, r.Prev, r.Hash, r.Pending = "", "", "", 0
 	if tx.Shared() {
 		// On a fleet the record waits, without its place, for Sequence.
+		n, err := tx.NextPendingAudit()
+		if err != nil {
+			return Record{}, err
+		}
+		r.Pending = n
 		value, err := encode(r)
 		if err != nil {
 			return Record{}, err
 		}
-		return r, tx.AppendPendingAudit(value)
+		return r, tx.AppendPendingAudit(n, value)
 	}
 	return l.chain(tx, r)
 }

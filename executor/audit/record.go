@@ -48,8 +48,11 @@ type Record struct {
 	Tool     string          `json:"tool,omitempty"`
 	Args     json.RawMessage `json:"args,omitempty"`
 	Detail   map[string]any  `json:"detail,omitempty"`
-	Prev     string          `json:"prev"`
-	Hash     string          `json:"hash"`
+	// Pending is the number a fleet's record had while it waited to be
+	// chained (Sequence), which the decision log names (0 on bbolt).
+	Pending uint64 `json:"pending,omitempty"`
+	Prev    string `json:"prev"`
+	Hash    string `json:"hash"`
 }
 
 // canonical is a Record without its Hash, its fields declared in the
@@ -65,6 +68,7 @@ type canonical struct {
 	ID       string          `json:"id"`
 	Kind     Kind            `json:"kind"`
 	N        int             `json:"n,omitempty"`
+	Pending  uint64          `json:"pending,omitempty"`
 	Prev     string          `json:"prev"`
 	Tool     string          `json:"tool,omitempty"`
 	Workflow string          `json:"workflow,omitempty"`
@@ -75,7 +79,7 @@ type canonical struct {
 func (r Record) Canonical() ([]byte, error) {
 	b, err := json.Marshal(canonical{
 		Actor: r.Actor, Args: r.Args, At: r.At, Detail: r.Detail, ID: r.ID,
-		Kind: r.Kind, N: r.N, Prev: r.Prev, Tool: r.Tool, Workflow: r.Workflow,
+		Kind: r.Kind, N: r.N, Pending: r.Pending, Prev: r.Prev, Tool: r.Tool, Workflow: r.Workflow,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("canonical record %s: %w", r.ID, err)

@@ -51,6 +51,10 @@ type LogEntry struct {
 	AgentVersion string `json:"agent_version,omitempty"`
 	Mode         string `json:"mode,omitempty"`
 	Shadow       bool   `json:"shadow,omitempty"`
+	// Audit and AuditPending name the audit record that covers the
+	// decision (store.Decision).
+	Audit        string `json:"audit,omitempty"`
+	AuditPending uint64 `json:"audit_pending,omitempty"`
 }
 
 // LogResult is the call policy's result object.
@@ -83,7 +87,7 @@ func NewLogEntry(d store.Decision) LogEntry {
 		Bundles: LogBundles{Countersign: LogBundle{Revision: d.Revision, Digest: d.Digest}},
 		Seq:     d.Seq, At: d.At, Workflow: d.Workflow, N: d.N, User: d.User, Tool: d.Tool, Args: d.Args,
 		Decision: d.Decision, Rule: d.Rule, Revision: d.Revision,
-		AgentVersion: d.AgentVersion, Mode: d.Mode, Shadow: d.Shadow,
+		AgentVersion: d.AgentVersion, Mode: d.Mode, Shadow: d.Shadow, Audit: d.Audit, AuditPending: d.AuditPending,
 	}
 }
 

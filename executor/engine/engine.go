@@ -405,14 +405,21 @@ func (e *Engine) approvalsChanged(as ...store.Approval) {
 // auditTx appends an audit record inside tx, so it commits with the change
 // it records or not at all.
 func (e *Engine) auditTx(tx *store.Tx, r audit.Record) error {
+	_, err := e.appendAudit(tx, r)
+	return err
+}
+
+// appendAudit is auditTx returning the record as appended: its id on
+// bbolt, its pending number on a shared store (audit.Log.Append); the zero
+// record without an audit log.
+func (e *Engine) appendAudit(tx *store.Tx, r audit.Record) (audit.Record, error) {
 	if e.audit == nil {
-		return nil
+		return audit.Record{}, nil
 	}
 	if r.At.IsZero() {
 		r.At = e.clock.Now()
 	}
-	_, err := e.audit.Append(tx, r)
-	return err
+	return e.audit.Append(tx, r)
 }
 
 // stepRecord is an audit record about step s.

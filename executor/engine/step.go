@@ -751,26 +751,31 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 	if err != nil {
 		return res, err
 	}
-	if r.decided, err = tx.AppendDecision(store.Decision{
+	// The log keeps the policy's own answer, which a dry run replays; the
+	// step is acted on with the line-item rule and within the workflow's
+	// bounds, which the engine applies whatever the bundle says.
+	logged := store.Decision{
 		ID: ulid.Make().String(), At: now, Path: DecisionPath, Input: doc,
 		Workflow: s.Workflow, N: s.N, User: w.User, Tool: s.Tool, Args: s.Args,
 		Decision: string(res.Decision), Rule: res.Rule, Revision: res.Revision, Digest: e.digest(res.Revision),
 		AgentVersion: w.AgentVersion, Mode: string(mode), Shadow: mode == policy.ModeShadow,
-	}); err != nil {
-		return res, err
 	}
-	// The log keeps the policy's own answer, which a dry run replays; the
-	// step is acted on with the line-item rule and within the workflow's
-	// bounds, which the engine applies whatever the bundle says.
 	res = bounded(lineChecked(res, in), in)
 	r.step.Decision, r.step.Rule, r.step.Reason = string(res.Decision), res.Rule, nil
 	if res.Decision != policy.Allow {
 		why := Explain(res, in, lim)
 		r.step.Reason = &why
 	}
-	return res, e.auditTx(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
+	// The decision's audit record first, so that the log entry names it.
+	rec, err := e.appendAudit(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),
 	}))
+	if err != nil {
+		return res, err
+	}
+	logged.Audit, logged.AuditPending = rec.ID, rec.Pending
+	r.decided, err = tx.AppendDecision(logged)
+	return res, err
 }
 
 // digest is the digest of the bundle that answered with revision. The

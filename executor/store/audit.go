@@ -77,14 +77,19 @@ func (t *Tx) EachAuditAfter(after []byte, fn func(id, value []byte) error) error
 // sequencer (audit.Log.Sequence) moves records into the chain in batches.
 var bAuditPending = []byte("audit_pending")
 
-// AppendPendingAudit adds a record to be sequenced.
-func (t *Tx) AppendPendingAudit(value []byte) error {
-	b := t.bucket(bAuditPending)
-	n, err := b.NextSequence()
+// NextPendingAudit numbers a record to be sequenced.
+func (t *Tx) NextPendingAudit() (uint64, error) {
+	n, err := t.bucket(bAuditPending).NextSequence()
 	if err != nil {
-		return fmt.Errorf("append pending audit: %w", err)
+		return 0, fmt.Errorf("number a pending audit record: %w", err)
 	}
-	return b.Put(u64(n), bytes.Clone(value))
+	return n, nil
+}
+
+// AppendPendingAudit adds a record to be sequenced under its number n
+// (NextPendingAudit).
+func (t *Tx) AppendPendingAudit(n uint64, value []byte) error {
+	return t.bucket(bAuditPending).Put(u64(n), bytes.Clone(value))
 }
 
 // EachPendingAudit calls fn for up to limit pending records in the order

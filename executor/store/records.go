@@ -247,6 +247,12 @@ type Decision struct {
 	Mode string `json:"mode,omitempty"`
 	// Shadow marks a decision made in shadow mode: nothing was dispatched.
 	Shadow bool `json:"shadow,omitempty"`
+	// Audit is the id of the audit record that covers the decision, made
+	// in its transaction; on a fleet the record is chained later, and
+	// AuditPending is instead the number it waited under, which the
+	// chained record keeps as its pending.
+	Audit        string `json:"audit,omitempty"`
+	AuditPending uint64 `json:"audit_pending,omitempty"`
 }
 
 // BundleStatus is the standing of one bundle activation attempt.

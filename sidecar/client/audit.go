@@ -57,8 +57,11 @@ type AuditRecord struct {
 	Tool     string          `json:"tool,omitempty"`
 	Args     json.RawMessage `json:"args,omitempty"`
 	Detail   map[string]any  `json:"detail,omitempty"`
-	Prev     string          `json:"prev"`
-	Hash     string          `json:"hash"`
+	// Pending is the number a fleet's record waited under before it was
+	// chained, which a decision's audit_pending names.
+	Pending uint64 `json:"pending,omitempty"`
+	Prev    string `json:"prev"`
+	Hash    string `json:"hash"`
 }
 
 // AuditVerification is GET /v1/audit/verify: whether the hash chain holds.

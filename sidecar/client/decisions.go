@@ -115,6 +115,11 @@ type Decision struct {
 	AgentVersion string `json:"agent_version,omitempty"`
 	Mode         string `json:"mode,omitempty"`
 	Shadow       bool   `json:"shadow,omitempty"`
+	// Audit is the id of the audit record that covers the decision; on a
+	// fleet AuditPending is instead the number that record keeps as its
+	// pending once the sequencer has chained it.
+	Audit        string `json:"audit,omitempty"`
+	AuditPending uint64 `json:"audit_pending,omitempty"`
 }
 
 // DecisionResult is the call policy's result object.

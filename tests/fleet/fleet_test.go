@@ -310,3 +310,41 @@ func (p *proc) verifyAudit(t *testing.T, token string) {
 		t.Errorf("the fleet's audit chain does not verify: ok %v, %d records", verify.OK, verify.Records)
 	}
 }
+
+// auditCoversDecisions checks that every decision of workflow wf names,
+// as its audit_pending, the number a chained decision record of the same
+// step kept as its pending: on a fleet the record is chained after the
+// decision commits, and the number is how a reviewer finds it.
+func (p *proc) auditCoversDecisions(t *testing.T, token, wf string) {
+	t.Helper()
+	var decisions struct {
+		Decisions []struct {
+			N            int    `json:"n"`
+			AuditPending uint64 `json:"audit_pending"`
+		} `json:"decisions"`
+	}
+	p.call(t, token, http.MethodGet, "/v1/decisions?workflow="+wf, "", http.StatusOK, &decisions)
+	var page struct {
+		Records []struct {
+			Kind, Workflow string
+			N              int
+			Pending        uint64
+		} `json:"records"`
+	}
+	p.call(t, token, http.MethodGet, "/v1/audit?limit=1000", "", http.StatusOK, &page)
+	if len(decisions.Decisions) == 0 {
+		t.Fatalf("%s has no decision", wf)
+	}
+	for _, d := range decisions.Decisions {
+		found := false
+		for _, r := range page.Records {
+			if d.AuditPending != 0 && r.Pending == d.AuditPending {
+				found = r.Kind == "decision" && r.Workflow == wf && r.N == d.N
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s/%d's decision names audit_pending %d, and no chained decision record of that step kept it", wf, d.N, d.AuditPending)
+		}
+	}
+}

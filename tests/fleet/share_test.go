@@ -108,6 +108,9 @@ func TestOneStoreAcrossThreeSidecars(t *testing.T) {
 	}
 
 	c.verifyAudit(t, ops)
+	for _, wf := range []string{"W-a", "W-b", "W-p2"} {
+		b.auditCoversDecisions(t, ops, wf)
+	}
 }
 
 // upload sends the embedded bundle name to POST /v1/bundles{query}.
