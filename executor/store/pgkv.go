@@ -131,33 +131,18 @@ func (t *pgTx) readAll(qs []pgRead) {
 		}
 		return
 	}
-	var b pgx.Batch
-	begin := t.queueBegin(&b)
-	for _, w := range t.writes {
-		b.Queue(w.sql, w.args...)
-	}
-	for _, q := range qs {
-		b.Queue(q.sql, q.args...)
-	}
-	writes := t.writes
-	t.writes = nil
-	br := t.conn.SendBatch(t.ctx, &b)
+	br := t.sendWithWrites(func(b *pgx.Batch) {
+		for _, q := range qs {
+			b.Queue(q.sql, q.args...)
+		}
+	})
 	defer func() {
 		if err := br.Close(); err != nil {
 			t.fail("read", err)
 		}
 	}()
-	if begin {
-		if _, err := br.Exec(); err != nil {
-			t.fail("begin", err)
-			return
-		}
-	}
-	for _, w := range writes {
-		if err := w.check(br.Exec()); err != nil {
-			t.fail(w.op, err)
-			return
-		}
+	if t.err != nil {
+		return
 	}
 	for _, q := range qs {
 		rows, err := br.Query()
@@ -182,6 +167,35 @@ func scanAll(rows pgx.Rows, scan func(pgx.Rows) error) error {
 	return rows.Err()
 }
 
+// sendWithWrites sends, in one round trip, the BEGIN still to send, the
+// queued writes and then what more queues, and checks the BEGIN and the
+// writes (a failure is kept in t.err). The caller reads the results of
+// what it queued, unless t.err is set, and closes the results.
+func (t *pgTx) sendWithWrites(more func(*pgx.Batch)) pgx.BatchResults {
+	var b pgx.Batch
+	begin := t.queueBegin(&b)
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	more(&b)
+	writes := t.writes
+	t.writes = nil
+	br := t.conn.SendBatch(t.ctx, &b)
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			t.fail("begin", err)
+			return br
+		}
+	}
+	for _, w := range writes {
+		if err := w.check(br.Exec()); err != nil {
+			t.fail(w.op, err)
+			return br
+		}
+	}
+	return br
+}
+
 // queueBegin queues the BEGIN first in b if it is still to be sent, and
 // says whether it did.
 func (t *pgTx) queueBegin(b *pgx.Batch) bool {
@@ -204,29 +218,14 @@ func (t *pgTx) commit() error {
 		t.begin = ""
 		return nil
 	}
-	var b pgx.Batch
-	begin := t.queueBegin(&b)
-	for _, w := range t.writes {
-		b.Queue(w.sql, w.args...)
-	}
-	b.Queue("COMMIT")
-	writes := t.writes
-	t.writes = nil
-	br := t.conn.SendBatch(t.ctx, &b)
+	br := t.sendWithWrites(func(b *pgx.Batch) { b.Queue("COMMIT") })
 	defer func() {
 		if err := br.Close(); err != nil {
 			t.fail("commit", err)
 		}
 	}()
-	if begin {
-		if _, err := br.Exec(); err != nil {
-			return t.fail("begin", err)
-		}
-	}
-	for _, w := range writes {
-		if err := w.check(br.Exec()); err != nil {
-			return t.fail(w.op, err)
-		}
+	if t.err != nil {
+		return t.err
 	}
 	tag, err := br.Exec()
 	if err == nil && tag.String() != "COMMIT" {
@@ -335,40 +334,30 @@ func (t *pgTx) sumRanges(ranges []keyRange) int64 {
 		return total
 	}
 	var total int64
-	t.read("sum ranges", sumRangesQuery(ranges), sumRangesArgs(ranges), func(rows pgx.Rows) error { return rows.Scan(&total) })
+	q, args := sumRangesStatement(ranges)
+	t.read("sum ranges", q, args, func(rows pgx.Rows) error { return rows.Scan(&total) })
 	return total
 }
 
-// sumRangesQuery is the statement that adds up the values in ranges,
-// with sumRangesArgs.
-func sumRangesQuery(ranges []keyRange) string {
+// sumRangesStatement is the statement that adds up the values in ranges,
+// with its arguments.
+func sumRangesStatement(ranges []keyRange) (string, []any) {
 	var q strings.Builder
-	n := 0
+	args := make([]any, 0, 2*len(ranges))
 	q.WriteString(`SELECT coalesce(sum(('x' || encode(substr(value, 1, 8), 'hex'))::bit(64)::bigint), 0)::bigint FROM (`)
 	for i, r := range ranges {
 		if i > 0 {
 			q.WriteString(` UNION ALL `)
 		}
-		n++
-		fmt.Fprintf(&q, `SELECT value FROM %s WHERE key >= $%d`, tableOf(string(r.bucket)), n)
+		args = append(args, nonNil(r.lo))
+		fmt.Fprintf(&q, `SELECT value FROM %s WHERE key >= $%d`, tableOf(string(r.bucket)), len(args))
 		if r.hi != nil {
-			n++
-			fmt.Fprintf(&q, ` AND key < $%d`, n)
+			args = append(args, r.hi)
+			fmt.Fprintf(&q, ` AND key < $%d`, len(args))
 		}
 	}
 	q.WriteString(`) r`)
-	return q.String()
-}
-
-func sumRangesArgs(ranges []keyRange) []any {
-	args := make([]any, 0, 3*len(ranges))
-	for _, r := range ranges {
-		args = append(args, nonNil(r.lo))
-		if r.hi != nil {
-			args = append(args, r.hi)
-		}
-	}
-	return args
+	return q.String(), args
 }
 
 // Expect queues a read that must find key holding value: it is sent with
@@ -574,7 +563,8 @@ func (t *pgTx) prefetch(reads []Read) {
 	for _, r := range reads {
 		if r.ranges != nil {
 			k := rangesKey(r.ranges)
-			qs = append(qs, pgRead{op: "prefetch a window total", sql: sumRangesQuery(r.ranges), args: sumRangesArgs(r.ranges),
+			q, args := sumRangesStatement(r.ranges)
+			qs = append(qs, pgRead{op: "prefetch a window total", sql: q, args: args,
 				scan: func(rows pgx.Rows) error {
 					var total int64
 					err := rows.Scan(&total)
