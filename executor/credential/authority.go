@@ -203,6 +203,9 @@ func (a *Authority) current(ctx context.Context) (*signer, error) {
 		return nil, err
 	}
 	s := a.cur.Load()
+	if read, ok := ctx.Value(epochReadKey{}).(uint64); ok && read == uint64(s.epoch) {
+		return s, nil // the caller read it in the store moments ago
+	}
 	epoch, key, err := a.keys.latest(s.epoch)
 	if err != nil || key == nil {
 		return s, err
@@ -213,6 +216,22 @@ func (a *Authority) current(ctx context.Context) (*signer, error) {
 	}
 	a.log.Warn("credential epoch raised by another sidecar: minting with the new key", "epoch", epoch, "previous", s.epoch)
 	return a.install(n), nil
+}
+
+type epochReadKey struct{}
+
+// WithEpochRead is ctx carrying the store's current epoch as the caller
+// read it (store.Tx.CredentialEpoch) in its own transaction moments before
+// the tokens minted under ctx: Mint then reads the epoch again only when it
+// is not the one it mints with, which on PostgreSQL saves a read
+// transaction per token. The guarantee is the one Mint's own read gives:
+// a raise that commits after the read is a raise after the mint. 0 says
+// nothing (no key in the store).
+func WithEpochRead(ctx context.Context, epoch uint64) context.Context {
+	if epoch == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, epochReadKey{}, epoch)
 }
 
 // install makes n current unless a later epoch already is, and returns

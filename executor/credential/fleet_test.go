@@ -432,3 +432,35 @@ func TestFleetFailsClosedWhenTheStoreCannotBeRead(t *testing.T) {
 		t.Errorf("JWKS on a closed store: %d, want 503", resp.StatusCode)
 	}
 }
+
+// A caller that read the store's current epoch in its own transaction
+// mints without Mint reading it again (a closed store cannot be read, and
+// the token is minted); an epoch it read that is newer than the one the
+// sidecar mints with makes Mint read the store and mint with the new key.
+func TestMintTrustsAnEpochTheCallerReadOnlyWhenItIsTheCurrentOne(t *testing.T) {
+	eachFleet(t, func(t *testing.T, f fleet) {
+		kek := newKEK(t)
+		a, b := openShared(t, f.sidecar(t), kek), openShared(t, f.sidecar(t), kek)
+		if _, err := b.Raise(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := a.Mint(credential.WithEpochRead(context.Background(), 2), refundClaims())
+		if err != nil || tokenKid(t, tok) != "epoch-2" {
+			t.Fatalf("Mint with epoch 2 read while the sidecar minted with 1: kid %q, %v; want epoch-2", tokenKid(t, tok), err)
+		}
+	})
+	db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := openShared(t, db, newKEK(t))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Mint(credential.WithEpochRead(context.Background(), 1), refundClaims()); err != nil {
+		t.Errorf("Mint with the current epoch read by the caller read the store: %v", err)
+	}
+	if _, err := a.Mint(credential.WithEpochRead(context.Background(), 0), refundClaims()); !errors.Is(err, credential.ErrKeyStore) {
+		t.Errorf("Mint with no epoch read: %v, want ErrKeyStore from its own read", err)
+	}
+}

@@ -56,10 +56,11 @@ func (e *Engine) amend(ctx context.Context, p Person, wfID string, n int, args t
 	if err != nil {
 		return store.Step{}, err
 	}
-	pl := e.planned(ctx, p, am.w, am.s)
+	pl := e.planned(ctx, p, am.w, am.s, nil)
 	r, err := e.decideBatch(ctx, lane(am.s.Tool, args), &pl.v, func(tx *store.Tx) (reservation, error) {
 		if pl.ready {
-			e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: n, Tool: am.s.Tool, Args: args, Call: tool.CallHash(am.s.Tool, args)}, pl.v.now)
+			e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: n, Tool: am.s.Tool, Args: args, Call: tool.CallHash(am.s.Tool, args)}, pl.v.now,
+				decisionNumbers(false)...)
 		}
 		return e.amendAndDecide(ctx, tx, p, wfID, n, args, claimed, pl)
 	})

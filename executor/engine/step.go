@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/store"
@@ -128,8 +129,10 @@ func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.N
 	if err != nil {
 		return store.Step{}, err
 	}
-	if err := e.endPastDeadline(wfID); err != nil {
-		return store.Step{}, err
+	if pl.past {
+		if err := e.endPastDeadline(wfID); err != nil {
+			return store.Step{}, err
+		}
 	}
 	r, err := e.decideBatch(ctx, lane(name, args), &pl.v, func(tx *store.Tx) (reservation, error) {
 		return e.admitAndReserve(ctx, tx, p, wfID, name, args, st, pl)
@@ -156,35 +159,56 @@ func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.N
 // proposal is what Propose works out before its write transaction: the
 // workflow as it will run the step, the facts and the verdict. ready is
 // false when the step will not run at once, or when err says why its facts
-// could not be read.
+// could not be read. past says the workflow's deadline had passed.
 type proposal struct {
 	w     store.Workflow
 	f     facts
 	v     verdict
 	ready bool
 	err   error
+	past  bool
 }
 
 // plan reads how wfID would admit the call and, if it would run at once,
-// reads its facts and decides outside the writer.
+// reads its facts and decides outside the writer. One read transaction
+// reads the workflow and what the verdict needs from the store, in one
+// round trip on PostgreSQL: the workflow is p's (or p opens it).
 func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated) (proposal, error) {
 	var w store.Workflow
 	var s store.Step
+	var r *reading
+	var past bool
+	var epoch uint64
+	now := e.clock.Now()
 	err := e.db.View(func(tx *store.Tx) (err error) {
-		w, _, _, s, err = e.admit(tx, p, wfID, name, args, st)
-		return err
+		e.prefetch(tx, store.Workflow{ID: wfID, User: p.ID}, store.Step{Workflow: wfID, Tool: name, Args: args, Call: tool.CallHash(name, args)}, now)
+		var create bool
+		if w, _, create, s, err = e.admit(tx, p, wfID, name, args, st); err != nil {
+			return err
+		}
+		if lim, err := e.policy.Limits(); err == nil && !create {
+			past = pastDeadline(e.boundsOf(w, lim), now)
+		}
+		if s.Status == store.StepPending {
+			rd := e.read(tx, w, s, now)
+			r, epoch = &rd, epochIn(tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return proposal{w: w}, err
 	}
-	return e.planned(ctx, p, w, s), nil
+	pl := e.planned(credential.WithEpochRead(ctx, epoch), p, w, s, r)
+	pl.past = past
+	return pl, nil
 }
 
 // planned is how step s of workflow w, admitted for p, runs: at once
 // (ready) with its facts and a verdict made outside the writer, or not
 // (it is not pending, its delegation expired, or err says why its facts
-// could not be read).
-func (e *Engine) planned(ctx context.Context, p Person, w store.Workflow, s store.Step) proposal {
+// could not be read). The verdict is made on r, or on a reading of its
+// own (nil).
+func (e *Engine) planned(ctx context.Context, p Person, w store.Workflow, s store.Step, r *reading) proposal {
 	pl := proposal{w: w}
 	if s.Status != store.StepPending || e.expired(w.Delegation, e.clock.Now()) {
 		return pl
@@ -193,7 +217,12 @@ func (e *Engine) planned(ctx context.Context, p Person, w store.Workflow, s stor
 	if pl.f, pl.err = e.rehydrate(ctx, pl.w, s); pl.err != nil {
 		return pl
 	}
-	pl.v, pl.ready = e.preDecide(ctx, pl.w, s, pl.f), true
+	if r == nil {
+		pl.v = e.preDecide(ctx, pl.w, s, pl.f)
+	} else {
+		pl.v = e.decideOn(ctx, pl.w, s, pl.f, *r)
+	}
+	pl.ready = true
 	return pl
 }
 
@@ -234,7 +263,8 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated, pl proposal) (reservation, error) {
 	var r reservation
 	if pl.ready {
-		e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: pl.w.Steps + 1, Tool: name, Args: args, Call: tool.CallHash(name, args)}, pl.v.now)
+		e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: pl.w.Steps + 1, Tool: name, Args: args, Call: tool.CallHash(name, args)}, pl.v.now,
+			decisionNumbers(st.open != nil)...)
 	}
 	w, refreshed, create, s, err := e.admit(tx, p, wfID, name, args, st)
 	if err != nil {
@@ -494,7 +524,7 @@ func (e *Engine) run(ctx context.Context, wfID string, n int, by *Person) (store
 	}
 	v := e.preDecide(ctx, w, s, f)
 	r, err := e.decideBatch(ctx, lane(s.Tool, s.Args), &v, func(tx *store.Tx) (reservation, error) {
-		e.prefetch(tx, w, s, v.now)
+		e.prefetch(tx, w, s, v.now, decisionNumbers(false)...)
 		return e.decideAndReserve(ctx, tx, w, n, f, v)
 	})
 	if err != nil {
@@ -516,7 +546,7 @@ func (e *Engine) reserved(ctx context.Context, w store.Workflow, r reservation, 
 		e.finished(r.step, start)
 		return r.step, nil
 	}
-	return e.dispatch(ctx, w, r.step, time.Time{}, start)
+	return e.dispatch(credential.WithEpochRead(ctx, r.epoch), w, r.step, time.Time{}, start)
 }
 
 // load reads a workflow and one of its steps.
@@ -586,6 +616,9 @@ type reservation struct {
 	failed error
 	// tripped is the breaker this decision's failure tripped, if it did.
 	tripped *store.Breaker
+	// epoch is the credential epoch the transaction read (epochIn), for
+	// the dispatch's token.
+	epoch uint64
 }
 
 // batch runs fn in a group commit and returns its outcome once durable.
@@ -623,7 +656,9 @@ func (e *Engine) decideBatch(ctx context.Context, lane string, v *verdict, fn fu
 			v.ok = false // decided under the old bundle: decide again inside
 		}
 		return e.db.BatchIn(lane, func(tx *store.Tx) (err error) {
-			r, err = fn(tx)
+			if r, err = fn(tx); err == nil && r.proceed {
+				r.epoch = epochIn(tx)
+			}
 			return err
 		})
 	})
@@ -1057,6 +1092,8 @@ func keptStatus(st store.StepStatus) store.StepStatus {
 // breaker of the workflow's agent version; recordTx returns the breaker
 // if that tripped it. It can run again.
 func (e *Engine) recordTx(tx *store.Tx, s store.Step) (*store.Breaker, error) {
+	tx.Prefetch(store.ReadStep(s.Workflow, s.N), store.ReadWorkflow(s.Workflow), store.ReadCall(s.Workflow, s.Call),
+		store.ReadSteps(s.Workflow), store.ReadNumbers(store.AuditNumbers, 1))
 	detail := map[string]any{"status": string(s.Status)}
 	if s.Note != "" {
 		detail["note"] = s.Note

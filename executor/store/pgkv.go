@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,8 +36,13 @@ type pgTx struct {
 	// got holds what prefetch read, by bucket and key, kept up to date
 	// by this transaction's own writes; sums holds the window totals it
 	// read, by their ranges, until a write to a spending bucket.
-	got    map[string]cachedValue
-	sums   map[string]int64
+	got  map[string]cachedValue
+	sums map[string]int64
+	// spans holds the key ranges prefetch read whole (ReadSteps), as the
+	// snapshot has them: Get and cursors lay got over them. drawn holds
+	// the numbers prefetch drew, by sequence, for counter to hand out.
+	spans  []*span
+	drawn  map[string][]uint64
 	err    error
 	writes []pgWrite
 }
@@ -75,6 +82,10 @@ func (t *pgTx) partition() []byte { return t.part }
 // never handed out again, so numbers have gaps and, across concurrent
 // transactions, need not commit in their order.
 func (t *pgTx) counter(name string) (uint64, error) {
+	if d := t.drawn[name]; len(d) > 0 {
+		t.drawn[name] = d[1:]
+		return d[0], nil
+	}
 	var n int64
 	t.read("next value of "+name, `SELECT nextval($1::regclass)`, []any{name},
 		func(rows pgx.Rows) error { return rows.Scan(&n) })
@@ -299,6 +310,9 @@ func (b pgBucket) Get(key []byte) []byte {
 	if c, ok := b.t.got[cacheKey(b.name, key)]; ok {
 		return c.value
 	}
+	if sp := b.t.spanOf(b.name, key, nil); sp != nil {
+		return sp.get(key)
+	}
 	var v []byte
 	found := false
 	b.t.read("get "+b.name, b.sql.get, []any{key}, func(rows pgx.Rows) error {
@@ -482,6 +496,12 @@ func (c *pgCursor) current() ([]byte, []byte) {
 // it doubles nextLen for the page after it.
 func (c *pgCursor) read(desc bool, bound []byte, inclusive bool) {
 	c.page, c.i, c.desc, c.more = nil, 0, desc, false
+	if !desc && bound != nil && c.hi != nil {
+		if sp := c.b.t.spanOf(c.b.name, bound, c.hi); sp != nil {
+			c.page = c.b.t.overlay(sp, bound, inclusive, c.hi)
+			return
+		}
+	}
 	q := `SELECT key, value FROM ` + c.b.sql.table + ` WHERE true`
 	args := []any{c.nextLen}
 	if bound != nil {
@@ -545,6 +565,11 @@ func (t *pgTx) wrote(bucket string, key []byte, c cachedValue) {
 	if t.sums != nil && spendingBucket(bucket) {
 		clear(t.sums)
 	}
+	if !c.known {
+		// The value is PostgreSQL's to compute: no span of the bucket
+		// can tell it.
+		t.spans = slices.DeleteFunc(t.spans, func(sp *span) bool { return sp.bucket == bucket })
+	}
 }
 
 // prefetch reads every record of reads in one round trip, with the
@@ -561,6 +586,14 @@ func (t *pgTx) prefetch(reads []Read) {
 	var order []string
 	var qs []pgRead
 	for _, r := range reads {
+		if r.draw > 0 {
+			qs = append(qs, t.drawQuery(string(r.bucket), r.draw))
+			continue
+		}
+		if r.span != nil {
+			qs = append(qs, t.spanQuery(*r.span))
+			continue
+		}
 		if r.ranges != nil {
 			k := rangesKey(r.ranges)
 			q, args := sumRangesStatement(r.ranges)
@@ -598,5 +631,112 @@ func (t *pgTx) prefetch(reads []Read) {
 	if t.err != nil {
 		clear(t.got)
 		clear(t.sums)
+		t.spans, t.drawn = nil, nil
 	}
+	t.spans = slices.DeleteFunc(t.spans, func(sp *span) bool { return len(sp.rows) > maxPage })
+}
+
+// drawQuery draws n numbers of bucket's sequence for counter.
+func (t *pgTx) drawQuery(bucket string, n int) pgRead {
+	name := "seq_" + bucket
+	return pgRead{op: "draw numbers of " + name, sql: `SELECT nextval($1::regclass) FROM generate_series(1, $2)`,
+		args: []any{name, n},
+		scan: func(rows pgx.Rows) error {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			if t.drawn == nil {
+				t.drawn = map[string][]uint64{}
+			}
+			t.drawn[name] = append(t.drawn[name], uint64(v))
+			return nil
+		}}
+}
+
+// span is a key range of a bucket that prefetch read whole: rows holds
+// its records in key order, as the transaction's snapshot has them.
+type span struct {
+	bucket string
+	lo, hi []byte
+	rows   []kvPair
+}
+
+// spanQuery reads r whole into a span of t.spans; one holding more than
+// maxPage records is then dropped (its reads go to PostgreSQL, as
+// without prefetch).
+func (t *pgTx) spanQuery(r keyRange) pgRead {
+	sp := &span{bucket: string(r.bucket), lo: r.lo, hi: r.hi}
+	t.spans = append(t.spans, sp)
+	return pgRead{op: "prefetch " + sp.bucket, sql: `SELECT key, value FROM ` + tableOf(sp.bucket) +
+		` WHERE key >= $1 AND key < $2 ORDER BY key LIMIT $3`, args: []any{r.lo, r.hi, maxPage + 1},
+		scan: func(rows pgx.Rows) error {
+			var p kvPair
+			if err := rows.Scan(&p.k, &p.v); err != nil {
+				return err
+			}
+			if p.v == nil {
+				p.v = []byte{}
+			}
+			sp.rows = append(sp.rows, p)
+			return nil
+		}}
+}
+
+// spanOf is the span of bucket holding the keys from lo up to hi (nil:
+// the key lo alone), or nil.
+func (t *pgTx) spanOf(bucket string, lo, hi []byte) *span {
+	for _, sp := range t.spans {
+		if sp.bucket != bucket || bytes.Compare(lo, sp.lo) < 0 || bytes.Compare(lo, sp.hi) >= 0 {
+			continue
+		}
+		if hi == nil || bytes.Compare(hi, sp.hi) <= 0 {
+			return sp
+		}
+	}
+	return nil
+}
+
+// get is key's value as the snapshot has it (got, laid over it, is
+// looked up first).
+func (sp *span) get(key []byte) []byte {
+	i, ok := slices.BinarySearchFunc(sp.rows, key, func(p kvPair, k []byte) int { return bytes.Compare(p.k, k) })
+	if !ok {
+		return nil
+	}
+	return sp.rows[i].v
+}
+
+// overlay is the page of sp's records from bound (inclusive or not) up to
+// hi, with this transaction's writes to them laid over: all of them, in
+// key order.
+func (t *pgTx) overlay(sp *span, bound []byte, inclusive bool, hi []byte) []kvPair {
+	in := func(k []byte) bool {
+		c := bytes.Compare(k, bound)
+		return (c > 0 || (c == 0 && inclusive)) && bytes.Compare(k, hi) < 0
+	}
+	merged := map[string][]byte{}
+	for _, p := range sp.rows {
+		if in(p.k) {
+			merged[string(p.k)] = p.v
+		}
+	}
+	prefix := sp.bucket + "\x00"
+	for ck, c := range t.got {
+		k, ok := strings.CutPrefix(ck, prefix)
+		if !ok || !in([]byte(k)) {
+			continue
+		}
+		if c.value == nil {
+			delete(merged, k)
+		} else {
+			merged[k] = c.value
+		}
+	}
+	page := make([]kvPair, 0, len(merged))
+	for k, v := range merged {
+		page = append(page, kvPair{k: []byte(k), v: v})
+	}
+	slices.SortFunc(page, func(a, b kvPair) int { return bytes.Compare(a.k, b.k) })
+	return page
 }

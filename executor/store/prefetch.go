@@ -6,6 +6,8 @@ import "time"
 type Read struct {
 	bucket, key []byte     // a record
 	ranges      []keyRange // or a window total
+	span        *keyRange  // or every record of a key range
+	draw        int        // or that many numbers of bucket's sequence
 }
 
 // Prefetch reads ahead the records a transaction is about to read: on
@@ -25,6 +27,9 @@ func ReadWorkflow(id string) Read { return Read{bucket: bWorkflows, key: []byte(
 
 // ReadCall is the call index entry of call in wf (a duplicate's check).
 func ReadCall(wf, call string) Read { return Read{bucket: bCalls, key: callKey(wf, call)} }
+
+// ReadCredentialEpoch is CredentialEpoch.
+func ReadCredentialEpoch() Read { return Read{bucket: bCredentialKeys, key: keyCurrentEpoch} }
 
 // ReadSwitch is Switch(tool).
 func ReadSwitch(tool string) Read { return Read{bucket: bSwitches, key: []byte(tool)} }
@@ -53,3 +58,30 @@ func ReadRepSpent(rep string, since time.Time) Read {
 
 // ReadAgentSpent is AgentSpentSince(since).
 func ReadAgentSpent(since time.Time) Read { return Read{ranges: agentSpent.ranges("", since)} }
+
+// ReadSteps is Steps(wf): every step of workflow wf. Later reads of them
+// in the transaction (Step, Steps, and the walk that refreshes the
+// workflow after a step is written) answer from it, with the
+// transaction's own writes laid over it. A workflow with more steps than
+// one page is read as it would have been without.
+func ReadSteps(wf string) Read {
+	prefix := append([]byte(wf), 0)
+	return Read{span: &keyRange{bucket: bSteps, lo: prefix, hi: prefixEnd(prefix)}}
+}
+
+// Numbers names a sequence of numbers the store hands out to records.
+type Numbers int
+
+const (
+	DecisionNumbers Numbers = iota // PutDecision's
+	AuditNumbers                   // AppendAudit's on a shared store (the places of pending records)
+	WorkflowNumbers                // CreateWorkflow's (the listing order)
+)
+
+var numbered = map[Numbers][]byte{DecisionNumbers: bDecisions, AuditNumbers: bAuditPending, WorkflowNumbers: bWorkflowsBySeq}
+
+// ReadNumbers draws n numbers of seq ahead: the next n records the
+// transaction numbers from seq take them, with no round trip of their
+// own. A number drawn and not taken is a gap, as the number of a
+// transaction that rolled back is.
+func ReadNumbers(seq Numbers, n int) Read { return Read{bucket: numbered[seq], draw: n} }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -76,6 +77,73 @@ func TestPrefetchReadsWhatTheAccessorsRead(t *testing.T) {
 			}
 			if s, err := tx.Step("W1", 2); err != nil || s.Args.Amount != 250 {
 				t.Errorf("the step it wrote: %+v, %v", s, err)
+			}
+			return nil
+		})
+	})
+}
+
+// A workflow's steps read whole ahead, and numbers drawn ahead, answer as
+// the store would: Steps and Step see the steps the transaction writes
+// after the prefetch, and the records it numbers get distinct numbers,
+// above those of earlier transactions.
+func TestPrefetchedStepsAndNumbers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		db := open(t)
+		var before store.Decision
+		mustUpdate(t, db, func(tx *store.Tx) (err error) {
+			if err := tx.CreateWorkflow(store.Workflow{ID: "W1", User: "rep-ana"}); err != nil {
+				return err
+			}
+			if err := tx.PutStep(refund("W1", 1, "O-1", 500, store.StepDone, t0)); err != nil {
+				return err
+			}
+			if err := tx.PutStep(refund("W10", 1, "O-1", 900, store.StepDone, t0)); err != nil {
+				return err // a workflow whose id has W1's as its prefix
+			}
+			before, err = tx.AppendDecision(store.Decision{Workflow: "W1", N: 1})
+			return err
+		})
+		mustUpdate(t, db, func(tx *store.Tx) error {
+			tx.Prefetch(store.ReadSteps("W1"), store.ReadSteps("W-none"), store.ReadNumbers(store.DecisionNumbers, 2))
+			if steps, err := tx.Steps("W1"); err != nil || len(steps) != 1 || steps[0].Args.Amount != 500 {
+				t.Errorf("prefetched steps of W1: %+v, %v", steps, err)
+			}
+			if steps, err := tx.Steps("W-none"); err != nil || len(steps) != 0 {
+				t.Errorf("prefetched steps of a workflow with none: %+v, %v", steps, err)
+			}
+			if err := tx.PutStep(refund("W1", 2, "O-1", 250, store.StepStarted, t0)); err != nil {
+				return err
+			}
+			if err := tx.PutStep(refund("W1", 1, "O-1", 500, store.StepCompensated, t0)); err != nil {
+				return err
+			}
+			steps, err := tx.Steps("W1")
+			if err != nil || len(steps) != 2 || steps[0].Status != store.StepCompensated || steps[1].Args.Amount != 250 {
+				t.Errorf("steps after the transaction's writes: %+v, %v", steps, err)
+			}
+			if s, err := tx.Step("W1", 2); err != nil || s.Args.Amount != 250 {
+				t.Errorf("step 2 it wrote: %+v, %v", s, err)
+			}
+			if _, err := tx.Step("W1", 3); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("a step never written: %v, want ErrNotFound", err)
+			}
+			seen := map[uint64]bool{before.Seq: true}
+			for range 3 { // one more than drawn
+				d, err := tx.AppendDecision(store.Decision{Workflow: "W1", N: 2})
+				if err != nil {
+					return err
+				}
+				if seen[d.Seq] || d.Seq < before.Seq {
+					t.Errorf("decision numbered %d after %v", d.Seq, seen)
+				}
+				seen[d.Seq] = true
+			}
+			return nil
+		})
+		db.View(func(tx *store.Tx) error {
+			if steps, err := tx.Steps("W1"); err != nil || len(steps) != 2 || steps[0].Status != store.StepCompensated {
+				t.Errorf("committed steps: %+v, %v", steps, err)
 			}
 			return nil
 		})
