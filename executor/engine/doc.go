@@ -185,8 +185,16 @@
 // finds its late write refused (ErrFenced, 409 workflow_taken_over), logs
 // the takeover and stops driving the workflow; it never overwrites the
 // survivor's record. On PostgreSQL the check is a statement queued with
-// the transaction's writes (store.Tx.CheckFence): no round trip; taking a
-// lease costs one more, for the fencing number.
+// the transaction's writes (store.Tx.CheckFence): no round trip. It locks
+// the workflow's fence row until the write commits, and leases are taken,
+// renewed and released at REPEATABLE READ (store.DB.UpdateRows), rows of
+// their one workflow in a fixed order (lease, then fence): a takeover
+// that starts while a checked write is under way waits for its commit,
+// and one that committed first makes the write fail, even where the
+// write's snapshot predates it. Leases so take no predicate locks, and
+// never abort a decision for touching the same index page (they were
+// most of the retries under load). Taking one costs two round trips: the
+// lease read with a fencing number drawn, and the commit.
 //
 // # Controls
 //

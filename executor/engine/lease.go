@@ -92,7 +92,7 @@ func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
 		go func() {
 			defer e.releasing.Done()
 			e.locks.settle(wf)
-			err := e.db.Update(func(tx *store.Tx) error {
+			err := e.db.UpdateRows(func(tx *store.Tx) error {
 				if !park.IsZero() {
 					return tx.ParkLease(wf, tk.token, park)
 				}
@@ -213,16 +213,17 @@ func (e *Engine) liveElsewhere(l store.Lease) bool {
 
 // takeLease takes wf's lease when it is free, expired, parked or this
 // sidecar's, under a new fencing number, and otherwise polls until it is,
-// or ctx ends. Taking it costs one round trip more on PostgreSQL than a
-// lease without a fence would: the fencing number's sequence.
+// or ctx ends. On PostgreSQL it costs two round trips: the lease read
+// with a fencing number drawn, and the commit with the writes.
 func (e *Engine) takeLease(ctx context.Context, wf string) (taking, error) {
 	token := NewHolder()
 	poll := max(e.leases.TTL/10, 10*time.Millisecond)
 	for {
 		var held store.Lease
 		var tk taking
-		err := e.db.Update(func(tx *store.Tx) error {
+		err := e.db.UpdateRows(func(tx *store.Tx) error {
 			tk, held = taking{token: token}, store.Lease{}
+			tx.Prefetch(store.ReadLease(wf), store.ReadNumbers(store.FenceNumbers, 1))
 			cur, err := currentLease(tx, wf)
 			switch {
 			case err != nil:
@@ -269,13 +270,13 @@ func (e *Engine) renewLease(wf string, tk taking) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			err := e.db.Update(func(tx *store.Tx) error {
+			err := e.db.UpdateRows(func(tx *store.Tx) error {
 				l, err := tx.Lease(wf)
 				if err != nil || l.Token != tk.token {
 					return errLeaseLost
 				}
 				l.Expires = e.clock.Now().Add(e.leases.TTL)
-				return tx.PutLease(l)
+				return tx.ExtendLease(l)
 			})
 			if errors.Is(err, errLeaseLost) {
 				e.log.Warn("lease lost: another sidecar took this workflow over; its writes from here on are refused",

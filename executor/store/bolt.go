@@ -114,6 +114,8 @@ type boltStore struct {
 
 var _ backend = (*boltStore)(nil)
 
+func (s *boltStore) updateRows(fn func(kvTx) error) error { return s.update(fn) }
+
 func (s *boltStore) update(fn func(kvTx) error) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }

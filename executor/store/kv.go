@@ -10,6 +10,9 @@ type backend interface {
 	// update runs fn in a write transaction and commits it; fn may run
 	// more than once (see DB.Update).
 	update(fn func(kvTx) error) error
+	// updateRows is update for a transaction whose reads and writes are
+	// rows of one key it names (DB.UpdateRows).
+	updateRows(fn func(kvTx) error) error
 	// view runs fn in a read-only snapshot.
 	view(fn func(kvTx) error) error
 	// batch is update, possibly sharing the commit with concurrent callers.

@@ -68,6 +68,10 @@ func (t *Tx) PutLease(l Lease) error {
 	return t.bucket(bFences).Put([]byte(l.Workflow), u64(l.Fence))
 }
 
+// ExtendLease writes l over wf's lease, its fencing number unchanged: a
+// renewal leaves the fence row, and the writes checked against it, alone.
+func (t *Tx) ExtendLease(l Lease) error { return t.putJSON(bLeases, []byte(l.Workflow), l) }
+
 // CheckFence fails the transaction with ErrFenced unless the lease of
 // workflow wf is held by the taking with fencing number fence: a later
 // taking has another, and a lease deleted or parked since has none. On

@@ -115,3 +115,90 @@ func TestLeaseFencing(t *testing.T) {
 		}
 	})
 }
+
+// A lease taken over at REPEATABLE READ (UpdateRows) while a write checked
+// against the old fence is under way: that write fails with ErrFenced, even
+// though its snapshot, taken before the takeover, still shows the old
+// fence; and when the check was sent first, the takeover waits for the
+// write's commit. Either way no write under the old fence commits after the
+// takeover did.
+func TestTakeoverAtRepeatableReadFencesAWriteUnderWay(t *testing.T) {
+	open := backends[1].place(t) // PostgreSQL: on bbolt the writer is alone
+	db := open(t)
+	takeover := func(fence uint64) error {
+		return db.UpdateRows(func(tx *store.Tx) error {
+			return tx.PutLease(store.Lease{Workflow: "W1", Holder: "b", Token: "t2", Fence: fence, Expires: t0.Add(time.Minute)})
+		})
+	}
+	if err := takeover(5); err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, db, func(tx *store.Tx) error { return tx.CreateWorkflow(store.Workflow{ID: "W1", User: "rep-ana"}) })
+
+	// The takeover commits after the write's snapshot, before its check.
+	runs := 0
+	err := db.Update(func(tx *store.Tx) error {
+		runs++
+		if _, err := tx.Workflow("W1"); err != nil { // the snapshot
+			return err
+		}
+		if runs == 1 {
+			if err := takeover(6); err != nil {
+				return err
+			}
+		}
+		if err := tx.CheckFence("W1", 5); err != nil {
+			return err
+		}
+		return tx.PutStep(refund("W1", 1, "O-1", 500, store.StepStarted, t0))
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a write under fence 5 after a takeover to 6 in its snapshot's lifetime: %v (runs %d), want ErrFenced", err, runs)
+	}
+
+	// The check is sent (with a read) before the takeover starts: the
+	// takeover cannot finish until the write has committed. The write
+	// gives it half a second to (wrongly) finish first.
+	type outcome struct {
+		err          error
+		writeVisible bool
+	}
+	done := make(chan outcome, 1)
+	runs = 0
+	var early *outcome
+	err = db.Update(func(tx *store.Tx) error {
+		runs++
+		if err := tx.CheckFence("W1", 6); err != nil {
+			return err
+		}
+		if _, err := tx.Workflow("W1"); err != nil { // sends the check, which locks the fence row
+			return err
+		}
+		if runs == 1 {
+			go func() {
+				var o outcome
+				if o.err = takeover(7); o.err == nil {
+					o.err = db.View(func(tx *store.Tx) error { _, err := tx.Step("W1", 1); o.writeVisible = err == nil; return nil })
+				}
+				done <- o
+			}()
+			select {
+			case o := <-done:
+				early = &o
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return tx.PutStep(refund("W1", 1, "O-1", 500, store.StepStarted, t0))
+	})
+	if err != nil {
+		t.Fatalf("the write under fence 6, checked before the takeover: %v", err)
+	}
+	o := early
+	if o == nil {
+		got := <-done
+		o = &got
+	}
+	if o.err != nil || !o.writeVisible || runs != 1 {
+		t.Errorf("the takeover ended (%v) with the fenced write not yet committed (visible %v, runs %d)", o.err, o.writeVisible, runs)
+	}
+}

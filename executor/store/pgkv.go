@@ -298,7 +298,8 @@ func statementsOf(bucket string) *bucketSQL {
 		put:   `INSERT INTO ` + t + ` (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 		add: `INSERT INTO ` + t + ` (key, value) VALUES ($1, int8send($2::bigint)) ON CONFLICT (key) DO UPDATE
 			SET value = int8send(('x' || encode(` + t + `.value, 'hex'))::bit(64)::bigint + $2::bigint)`,
-		expect: `SELECT countersign_expect(count(*)) FROM ` + t + ` WHERE key = $1 AND value = $2`,
+		// The row found stays locked until the transaction ends (DB.UpdateRows).
+		expect: `SELECT countersign_expect(count(*)) FROM (SELECT FROM ` + t + ` WHERE key = $1 AND value = $2 FOR SHARE) AS found`,
 		delete: `DELETE FROM ` + t + ` WHERE key = $1`,
 		in:     `SELECT key, value FROM ` + t + ` WHERE key = ANY($1::bytea[])`,
 	}

@@ -102,17 +102,25 @@ var _ backend = (*pgStore)(nil)
 // read-then-write races between writers (two decisions each reading the
 // headroom the other then spends) without the accessors naming the rows to
 // lock.
-func (s *pgStore) update(fn func(kvTx) error) error { return s.updateIn(nil, fn) }
+func (s *pgStore) update(fn func(kvTx) error) error { return s.updateIn(nil, serializable, fn) }
 
-// updateIn is update with each attempt run holding lane (nil: none): an
-// attempt that lost waits its backoff out without it.
-func (s *pgStore) updateIn(lane *sync.Mutex, fn func(kvTx) error) error {
+// updateRows is update at REPEATABLE READ (DB.UpdateRows).
+func (s *pgStore) updateRows(fn func(kvTx) error) error {
+	return s.updateIn(nil, "BEGIN ISOLATION LEVEL REPEATABLE READ", fn)
+}
+
+// serializable begins a write transaction (write).
+const serializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+
+// updateIn is update with each attempt run holding lane (nil: none), from
+// begin: an attempt that lost waits its backoff out without it.
+func (s *pgStore) updateIn(lane *sync.Mutex, begin string, fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.TxTimeout)
 		if lane != nil {
 			lane.Lock()
 		}
-		err := s.write(ctx, fn)
+		err := s.run(ctx, begin, fn)
 		if lane != nil {
 			lane.Unlock()
 		}
@@ -155,13 +163,6 @@ func unreachable(err error) error {
 func conflict(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
-}
-
-// write is one attempt of a write transaction. No lock is shared by
-// the fleet: SERIALIZABLE finds the writers that read what another then
-// wrote, and the loser runs again (update).
-func (s *pgStore) write(ctx context.Context, fn func(kvTx) error) error {
-	return s.run(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE", fn)
 }
 
 // view runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
@@ -222,7 +223,7 @@ func (s *pgStore) batchIn(lane string, fn func(kvTx) error) error {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(lane))
-	return s.updateIn(&s.lanes[h.Sum32()%uint32(len(s.lanes))], safely(fn))
+	return s.updateIn(&s.lanes[h.Sum32()%uint32(len(s.lanes))], serializable, safely(fn))
 }
 
 // safely turns a panic in fn into its error: an enqueued fn runs on a

@@ -31,6 +31,9 @@ func ReadCall(wf, call string) Read { return Read{bucket: bCalls, key: callKey(w
 // ReadCredentialEpoch is CredentialEpoch.
 func ReadCredentialEpoch() Read { return Read{bucket: bCredentialKeys, key: keyCurrentEpoch} }
 
+// ReadLease is Lease(wf).
+func ReadLease(wf string) Read { return Read{bucket: bLeases, key: []byte(wf)} }
+
 // ReadSwitch is Switch(tool).
 func ReadSwitch(tool string) Read { return Read{bucket: bSwitches, key: []byte(tool)} }
 
@@ -76,9 +79,10 @@ const (
 	DecisionNumbers Numbers = iota // PutDecision's
 	AuditNumbers                   // AppendAudit's on a shared store (the places of pending records)
 	WorkflowNumbers                // CreateWorkflow's (the listing order)
+	FenceNumbers                   // NextFence's
 )
 
-var numbered = map[Numbers][]byte{DecisionNumbers: bDecisions, AuditNumbers: bAuditPending, WorkflowNumbers: bWorkflowsBySeq}
+var numbered = map[Numbers][]byte{DecisionNumbers: bDecisions, AuditNumbers: bAuditPending, WorkflowNumbers: bWorkflowsBySeq, FenceNumbers: bLeases}
 
 // ReadNumbers draws n numbers of seq ahead: the next n records the
 // transaction numbers from seq take them, with no round trip of their
