@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/pgtest"
 	"github.com/countersign/countersign/sidecar/client"
 )
 
@@ -30,7 +33,21 @@ func release(t *testing.T, name string) ([]byte, string) {
 // digest with its review and its archive, approved by another operator, a rollback,
 // and the history of it all.
 func TestBundleCalls(t *testing.T) {
-	_, as := start(t)
+	t.Run("on bbolt", func(t *testing.T) {
+		_, as := start(t)
+		bundleCalls(t, as)
+	})
+	t.Run("on PostgreSQL", func(t *testing.T) {
+		kek, err := credential.NewKeyEncryptionKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, as := startWith(t, devstack.Options{DataDir: t.TempDir(), StoreURL: pgtest.URL(t), KeyEncryptionKey: kek})
+		bundleCalls(t, as)
+	})
+}
+
+func bundleCalls(t *testing.T, as func(who string) *client.Client) {
 	ctx := context.Background()
 	ops, jon := as("ops-ida"), as("ops-jon")
 	p2, p2Digest := release(t, "p2")
