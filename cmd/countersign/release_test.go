@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -330,4 +331,92 @@ func TestBundleReleaseRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A sidecar with no bundle active answers 503 not_ready for the active
+// one; status still shows the history, where an upload would appear.
+func TestBundleStatusWithoutAnActiveBundle(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/bundles/active":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error": {"code": "not_ready", "message": "no policy bundle is active; an operator must activate one"}, "request_id": "r1"}`)
+		case "/v1/bundles":
+			io.WriteString(w, `[]`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv(envToken, "t")
+	out, err := runRelease(t, "status", "--sidecar", srv.URL)
+	if err != nil || !strings.Contains(out, "active: none") || !strings.Contains(out, "awaiting a second operator: none") {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+	out, err = runRelease(t, "status", "--sidecar", srv.URL, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "status", []byte(out), []byte(`{"active": null, "history": []}`))
+}
+
+// A diff argument names one bundle of the history: a revision two
+// bundles carry, or a digest prefix shorter than 8 digits, is refused
+// with what to give instead; a digest reads the archive.
+func TestBundleDiffNamesOneBundle(t *testing.T) {
+	p1, p1Digest := releaseArchive(t, "p1")
+	p3, p3Digest := releaseArchive(t, "p3")
+	history, err := json.Marshal([]map[string]any{
+		{"seq": 1, "revision": "p1", "digest": p1Digest, "status": "superseded", "by": "ops-ida", "at": time.Now(), "failures": nil},
+		{"seq": 2, "revision": "p1", "digest": p3Digest, "status": "active", "by": "ops-ida", "at": time.Now(), "failures": nil},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/bundles":
+			w.Write(history)
+		case "/v1/bundles/" + p1Digest + "/archive":
+			w.Write(p1)
+		case "/v1/bundles/" + p3Digest + "/archive":
+			w.Write(p3)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv(envSidecar, srv.URL)
+	t.Setenv(envToken, "t")
+	for _, tc := range []struct {
+		name, a, b, want string
+	}{
+		{"a revision two bundles carry", "p1", p3Digest, "p1 names 2 bundles of the sidecar's history (" + p1Digest + ", " + p3Digest + "): give a digest"},
+		{"a digest prefix too short", p1Digest[:7], p3Digest, p1Digest[:7] + " is neither a bundle file nor a digest or revision"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := runRelease(t, "diff", tc.a, tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want %q", err, tc.want)
+			}
+		})
+	}
+	out, err := runRelease(t, "diff", p1Digest[:8], p3Digest)
+	if err != nil || !strings.Contains(out, "from p1 (sha256 "+p1Digest+")\nto   p3 (sha256 "+p3Digest+")") {
+		t.Errorf("diff by digests: %v\n%s", err, out)
+	}
+}
+
+// releaseArchive is an embedded release's .tar.gz and its digest.
+func releaseArchive(t *testing.T, name string) ([]byte, string) {
+	t.Helper()
+	archive, err := bundles.Archive(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.LoadArchive(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archive, b.Digest()
 }
