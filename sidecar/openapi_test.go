@@ -99,6 +99,7 @@ var answers = map[string]reflect.Type{
 	"health 200":                  typeOf[healthAnswer](),
 	"ready 200":                   typeOf[readyAnswer](),
 	"metrics 200":                 nil,
+	"getBundleArchive 200":        nil,
 	"jwks 200":                    nil,
 	"protectedResource 200":       typeOf[resourceMetadata](),
 	"protectedResourceMcp 200":    typeOf[resourceMetadata](),

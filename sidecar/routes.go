@@ -85,6 +85,7 @@ func (s *Server) routes() {
 	v1.GET("/bundles", op(s.bundles))
 	v1.GET("/bundles/active", op(s.activeBundle))
 	v1.GET("/bundles/:digest", op(s.bundle))
+	v1.GET("/bundles/:digest/archive", op(s.bundleArchive))
 	v1.POST("/bundles", op(s.uploadBundle))
 	v1.POST("/bundles/:digest/approve", op(s.approveBundle))
 	v1.POST("/bundles/:digest/activate", op(s.rollbackBundle))
@@ -538,6 +539,16 @@ func (s *Server) bundle(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, newBundleView(rec))
+}
+
+// bundleArchive is the .tar.gz of one bundle of the history, as it was
+// uploaded: what `countersign bundle diff` compares.
+func (s *Server) bundleArchive(c echo.Context) error {
+	blob, err := s.opts.Releases.Archive(c.Request().Context(), c.Param("digest"))
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/gzip", blob)
 }
 
 // uploadBundle activates a bundle .tar.gz through the gate, or, for an

@@ -355,10 +355,17 @@ func newReview(rv review.Review) client.Review {
 }
 
 func newImpact(r impact.Report) client.Impact {
-	return client.Impact{Replayed: r.Replayed, Skipped: r.Skipped, Changed: each(r.Changed, func(c impact.Change) client.ImpactChange {
-		return client.ImpactChange{From: string(c.From), To: string(c.To), Rule: c.Rule, Count: c.Count,
-			Examples: each(c.Examples, func(x impact.Example) client.ImpactExample { return client.ImpactExample(x) })}
-	})}
+	example := func(x impact.Example) client.ImpactExample { return client.ImpactExample(x) }
+	return client.Impact{Replayed: r.Replayed, Skipped: r.Skipped, ChangedAmount: r.ChangedAmount,
+		Changed: each(r.Changed, func(c impact.Change) client.ImpactChange {
+			return client.ImpactChange{From: string(c.From), To: string(c.To), Rule: c.Rule, Count: c.Count, Amount: c.Amount,
+				Examples: each(c.Examples, example)}
+		}),
+		RuleChanged: each(r.RuleChanged, func(c impact.RuleChange) client.ImpactRuleChange {
+			return client.ImpactRuleChange{Decision: string(c.Decision), FromRule: c.FromRule, ToRule: c.ToRule, Count: c.Count,
+				Amount: c.Amount, Examples: each(c.Examples, example)}
+		}),
+	}
 }
 
 func newGateReport(r policy.Report) client.GateReport {

@@ -21,9 +21,10 @@ import (
 func newBundleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bundle",
-		Short: "Test, build and sign policy bundles",
+		Short: "Test, build and sign policy bundles, and release them to a running sidecar",
 	}
-	cmd.AddCommand(newBundleTestCmd(), newBundleBuildCmd(), newBundleHistoryCmd(), newBundleExportCmd())
+	cmd.AddCommand(newBundleTestCmd(), newBundleBuildCmd(), newBundleHistoryCmd(), newBundleExportCmd(),
+		newBundleUploadCmd(), newBundleApproveCmd(), newBundleActivateCmd(), newBundleStatusCmd(), newBundleDiffCmd())
 	return cmd
 }
 

@@ -85,7 +85,7 @@ POST /v1/bundles?dry_run=true.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), impactAnswer{Report: report, Review: rv})
 			}
-			if err := printImpact(cmd.OutOrStdout(), candidate, report); err != nil {
+			if err := printImpact(cmd.OutOrStdout(), candidate.Revision(), candidate.Digest(), report); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
@@ -125,30 +125,48 @@ func reviewAgainst(ctx context.Context, archive []byte, candidate *policy.Bundle
 	return review.New(ctx, ref, candidate, logged)
 }
 
-// printImpact writes the report as a table, one change a row.
-func printImpact(w io.Writer, candidate *policy.Bundle, r impact.Report) error {
+// printImpact writes the report as tables: the outcomes that would flip,
+// one group a row, with their amount; then the decisions that would keep
+// their outcome by another rule.
+func printImpact(w io.Writer, revision, digest string, r impact.Report) error {
 	changed := 0
 	for _, c := range r.Changed {
 		changed += c.Count
 	}
-	fmt.Fprintf(w, "candidate %s (sha256 %.12s): %d decisions replayed, %d would change, %d skipped (no recorded input)\n",
-		candidate.Revision(), candidate.Digest(), r.Replayed, changed, r.Skipped)
+	fmt.Fprintf(w, "candidate %s (sha256 %.12s): %d decisions replayed, %d would change (%s in all), %d skipped (no recorded input)\n",
+		revision, digest, r.Replayed, changed, r.ChangedAmount, r.Skipped)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(r.Changed) == 0 {
-		_, err := fmt.Fprintln(w, "no decision would change")
+		fmt.Fprintln(w, "no decision would change")
+	} else {
+		fmt.Fprintln(tw, "FROM\tTO\tRULE\tCOUNT\tAMOUNT\tEXAMPLES")
+	}
+	for _, c := range r.Changed {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.From, c.To, c.Rule, c.Count, c.Amount, examples(c.Examples))
+	}
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FROM\tTO\tRULE\tCOUNT\tEXAMPLES")
-	for _, c := range r.Changed {
-		var ex []string
-		for _, e := range c.Examples {
-			s := fmt.Sprintf("%s/%d %s", e.Workflow, e.N, e.Order)
-			if e.Amount != 0 {
-				s += " " + e.Amount.String()
-			}
-			ex = append(ex, s)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.From, c.To, c.Rule, c.Count, strings.Join(ex, ", "))
+	if len(r.RuleChanged) == 0 {
+		_, err := fmt.Fprintln(w, "no decision would keep its outcome by another rule")
+		return err
+	}
+	fmt.Fprintln(w, "same outcome, another rule:")
+	fmt.Fprintln(tw, "DECISION\tRULE RECORDED\tCANDIDATE RULE\tCOUNT\tAMOUNT\tEXAMPLES")
+	for _, c := range r.RuleChanged {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Decision, c.FromRule, c.ToRule, c.Count, c.Amount, examples(c.Examples))
 	}
 	return tw.Flush()
+}
+
+func examples(xs []impact.Example) string {
+	var ex []string
+	for _, e := range xs {
+		s := fmt.Sprintf("%s/%d %s", e.Workflow, e.N, e.Order)
+		if e.Amount != 0 {
+			s += " " + e.Amount.String()
+		}
+		ex = append(ex, s)
+	}
+	return strings.Join(ex, ", ")
 }

@@ -85,17 +85,18 @@ func TestBundleImpact(t *testing.T) {
 	}
 	flat := strings.Join(strings.Fields(out), " ")
 	for _, want := range []string{
-		"candidate p4 (sha256 ", "6 decisions replayed, 3 would change, 0 skipped",
-		"FROM TO RULE COUNT EXAMPLES",
-		"REQUIRE_APPROVAL ALLOW default-allow-after-checks 3 W1/2 O-1002 $60.00, W2/1 O-1002 $70.00, W2/3 O-1005 $55.00",
+		"candidate p4 (sha256 ", "6 decisions replayed, 3 would change ($185.00 in all), 0 skipped",
+		"FROM TO RULE COUNT AMOUNT EXAMPLES",
+		"REQUIRE_APPROVAL ALLOW default-allow-after-checks 3 $185.00 W1/2 O-1002 $60.00, W2/1 O-1002 $70.00, W2/3 O-1005 $55.00",
+		"no decision would keep its outcome by another rule",
 	} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
 	table, rest, _ := strings.Cut(out, "\n\n")
-	if rows := strings.Count(table+"\n", "\n"); rows != 3 {
-		t.Errorf("%d lines, want a summary, a header and one change:\n%s", rows, out)
+	if rows := strings.Count(table+"\n", "\n"); rows != 4 {
+		t.Errorf("%d lines, want a summary, a header, one change and no rule change:\n%s", rows, out)
 	}
 	// Then the review against the sidecar's active p1: only a limit,
 	// raised, and what it lets through.
@@ -122,7 +123,7 @@ func TestBundleImpact(t *testing.T) {
 	}
 	if r.Replayed != 2 || r.Skipped != 0 || len(r.Changed) != 1 || r.Changed[0].Count != 1 ||
 		len(r.Changed[0].Examples) != 1 || r.Changed[0].Examples[0].Workflow != "W2" || r.Changed[0].Examples[0].N != 3 ||
-		r.Changed[0].Examples[0].DecisionID == "" {
+		r.Changed[0].Examples[0].DecisionID == "" || r.Changed[0].Amount != 5500 || r.ChangedAmount != 5500 || r.RuleChanged == nil {
 		t.Errorf("the last two decisions: %+v", r)
 	}
 
@@ -139,6 +140,22 @@ func TestBundleImpact(t *testing.T) {
 	if err != nil || !strings.Contains(out, "no decision would change") || !strings.Contains(out, "+\tinput.user.id == \"rep-ana\"\n") ||
 		!strings.Contains(out, "call by rep-ana (EU) issue_refund O-1002 (EU, paid $480.00) $450.00: REQUIRE_APPROVAL (R7-refund-needs-approval) → ALLOW") {
 		t.Errorf("the rep-ana rule: %v\n%s", err, out)
+	}
+
+	// R7 renamed R13 flips nothing, and the three approvals it would
+	// ask for by the new rule are shown apart, with their amount.
+	renamed := filepath.Join(t.TempDir(), "renamed.tar.gz")
+	writeBundle(t, renamed, func(s string) string {
+		return strings.ReplaceAll(s, "R7-refund-needs-approval", "R13-refund-needs-approval")
+	})
+	out, err = runImpact(t, "--data", dir, renamed)
+	flat = strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"6 decisions replayed, 0 would change ($0.00 in all)", "no decision would change",
+		"same outcome, another rule: DECISION RULE RECORDED CANDIDATE RULE COUNT AMOUNT EXAMPLES",
+		"REQUIRE_APPROVAL R7-refund-needs-approval R13-refund-needs-approval 3 $185.00 W1/2 O-1002 $60.00, W2/1 O-1002 $70.00, W2/3 O-1005 $55.00"} {
+		if err != nil || !strings.Contains(flat, want) {
+			t.Errorf("R7 renamed R13: %v; the report lacks %q:\n%s", err, want, out)
+		}
 	}
 }
 

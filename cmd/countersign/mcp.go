@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -78,13 +76,9 @@ func (f mcpFlags) server(ctx context.Context) (*mcp.Server, error) {
 	case f.workflow != "" && f.ticket == "":
 		return nil, errors.New("--workflow needs --ticket: the workflow is opened, or found again, by its id and ticket together")
 	}
-	raw, err := os.ReadFile(f.tokenFile)
+	token, err := readTokenFile(f.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(raw))
-	if token == "" || strings.ContainsAny(token, " \t\r\n") {
-		return nil, fmt.Errorf("--token-file %s: want one bearer token (a JWT) and nothing else", f.tokenFile)
+		return nil, err
 	}
 	c, err := client.New(f.sidecar, token)
 	if err != nil {

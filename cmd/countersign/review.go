@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/countersign/countersign/executor/money"
+	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/review"
 )
 
@@ -24,25 +25,8 @@ func printReview(w io.Writer, r review.Review) error {
 			fmt.Fprintf(w, "  %s\n", why)
 		}
 	}
-	for _, d := range r.Diff {
-		what := "the rules change"
-		switch {
-		case d.Test:
-			what = "a test"
-		case !d.PolicyChanged:
-			what = "layout or comments only"
-		}
-		fmt.Fprintf(w, "diff %s %s (%s):\n%s", d.Path, d.Change, what, d.Unified)
-	}
-	if len(r.DataDiff) > 0 {
-		fmt.Fprintln(w, "data diff:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, d := range r.DataDiff {
-			fmt.Fprintf(tw, "  %s\t%s → %s\t%s %s\n", d.Path, orAbsent(d.Old), orAbsent(d.New), d.Change, d.Limit)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := printDiffs(w, r.Diff, r.DataDiff); err != nil {
+		return err
 	}
 	a := r.NewAllowances
 	switch {
@@ -58,6 +42,30 @@ func printReview(w io.Writer, r review.Review) error {
 		fmt.Fprintf(w, "  %s: %s → %s\n", summary(ex), verdict(ex.Active), verdict(ex.Candidate))
 	}
 	return nil
+}
+
+// printDiffs writes the diff of each Rego file (as a patch, unindented)
+// and the data diff, one value a line.
+func printDiffs(w io.Writer, modules []review.ModuleDiff, data []policy.DataChange) error {
+	for _, d := range modules {
+		what := "the rules change"
+		switch {
+		case d.Test:
+			what = "a test"
+		case !d.PolicyChanged:
+			what = "layout or comments only"
+		}
+		fmt.Fprintf(w, "diff %s %s (%s):\n%s", d.Path, d.Change, what, d.Unified)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "data diff:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range data {
+		fmt.Fprintf(tw, "  %s\t%s → %s\t%s %s\n", d.Path, orAbsent(d.Old), orAbsent(d.New), d.Change, d.Limit)
+	}
+	return tw.Flush()
 }
 
 func orAbsent(raw json.RawMessage) string {

@@ -14,8 +14,18 @@
 // decided on the same facts". It does not follow the consequences: an
 // ALLOW that would have been a DENY still counts in the totals of the
 // decisions after it, and the rolling windows were read over the periods
-// the bundle in force then set. A change of rule that keeps the decision
-// (a DENY by R3 that would be a DENY by R4) is not a change.
+// the bundle in force then set.
+//
+// # What a replay counts
+//
+// Changed are the decisions whose outcome flips, with the sum of their
+// calls' amounts (integer cents; a call without an amount adds zero), per
+// group and in all (Report.ChangedAmount): the money that a loosening
+// would let through without a person, or that a tightening would stop.
+// RuleChanged are the decisions whose outcome stays while the rule that
+// decides it changes (a REQUIRE_APPROVAL by R7 that would be one by R13):
+// no money moves otherwise, but the reason a rep and a lead read does,
+// and a rule that shadows another is visible before it ships.
 //
 // Decisions logged before the log recorded inputs cannot be replayed; they
 // are counted as skipped.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,8 +123,8 @@ func TestReplay(t *testing.T) {
 	if got := log[2].Decision + " " + log[2].Rule; got != "REQUIRE_APPROVAL R7-refund-needs-approval" {
 		t.Fatalf("p3 decided $50.01 %s", got)
 	}
-	toAllow := impact.Change{From: policy.RequireApproval, To: policy.Allow, Rule: "default-allow-after-checks", Count: 4}
-	toDeny := impact.Change{From: policy.RequireApproval, To: policy.Deny, Rule: "R3-refund-over-ceiling", Count: 2}
+	toAllow := impact.Change{From: policy.RequireApproval, To: policy.Allow, Rule: "default-allow-after-checks", Count: 4, Amount: 5001 + 6000 + 7000 + 7500}
+	toDeny := impact.Change{From: policy.RequireApproval, To: policy.Deny, Rule: "R3-refund-over-ceiling", Count: 2, Amount: 45000 + 48000}
 	for _, tc := range []struct {
 		name     string
 		limits   map[string]int
@@ -137,8 +138,8 @@ func TestReplay(t *testing.T) {
 		{"two changes, the larger first", map[string]int{"refund_auto": 7500, "refund_max": 40000}, log,
 			[]impact.Change{toAllow, toDeny}, [][]money.Cents{{5001, 6000, 7000}, {45000, 48000}}},
 		{"equal counts in order of from, to and rule", map[string]int{"refund_auto": 7500, "refund_max": 40000}, decided(t, 6000, 45000, 7000, 48000),
-			[]impact.Change{{From: policy.RequireApproval, To: policy.Allow, Rule: "default-allow-after-checks", Count: 2},
-				{From: policy.RequireApproval, To: policy.Deny, Rule: "R3-refund-over-ceiling", Count: 2}},
+			[]impact.Change{{From: policy.RequireApproval, To: policy.Allow, Rule: "default-allow-after-checks", Count: 2, Amount: 13000},
+				{From: policy.RequireApproval, To: policy.Deny, Rule: "R3-refund-over-ceiling", Count: 2, Amount: 93000}},
 			[][]money.Cents{{6000, 7000}, {45000, 48000}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +150,13 @@ func TestReplay(t *testing.T) {
 			if r.Replayed != len(tc.log) || r.Skipped != 0 {
 				t.Errorf("replayed %d skipped %d, want %d and 0", r.Replayed, r.Skipped, len(tc.log))
 			}
+			var total money.Cents
+			for _, c := range tc.changed {
+				total += c.Amount
+			}
+			if r.ChangedAmount != total || len(r.RuleChanged) != 0 {
+				t.Errorf("changed amount %s, rule changes %+v; want %s and none (only limits changed)", r.ChangedAmount, r.RuleChanged, total)
+			}
 			var got [][]money.Cents
 			for i := range r.Changed {
 				got = append(got, amounts(t, r.Changed[i]))
@@ -156,6 +164,73 @@ func TestReplay(t *testing.T) {
 			}
 			if !reflect.DeepEqual(r.Changed, tc.changed) || !reflect.DeepEqual(got, tc.examples) {
 				t.Errorf("changed %+v with examples %v\nwant    %+v with examples %v", r.Changed, got, tc.changed, tc.examples)
+			}
+		})
+	}
+}
+
+// A candidate that asks for the same approvals by another rule (R7
+// renamed R13) changes no outcome and no money, and each of those
+// decisions is reported apart, with the rule recorded and the candidate's;
+// with the auto limit raised too, the amounts between the limits flip and
+// the rest keep their outcome by the new rule.
+func TestReplayReportsRuleChangesThatKeepTheOutcome(t *testing.T) {
+	log := decided(t, 3000, 5001, 6000, 7000, 60000)
+	renamed := func(t *testing.T, limits map[string]int) *policy.Bundle {
+		t.Helper()
+		data := map[string]string{}
+		if limits != nil {
+			data["data.json"] = string(variant(t, "p3", "p4", limits).Data())
+		}
+		fsys, err := bundles.Variant("p3", "p4", func(s string) string {
+			return strings.ReplaceAll(s, "R7-refund-needs-approval", "R13-refund-needs-approval")
+		}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := policy.LoadFS(fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name        string
+		candidate   *policy.Bundle
+		changed     []impact.Change
+		ruleChanged []impact.RuleChange
+		total       money.Cents
+	}{
+		{"the rule renamed", renamed(t, nil), []impact.Change{},
+			[]impact.RuleChange{{Decision: policy.RequireApproval, FromRule: "R7-refund-needs-approval", ToRule: "R13-refund-needs-approval",
+				Count: 3, Amount: 5001 + 6000 + 7000}}, 0},
+		{"the rule renamed and the auto limit raised", renamed(t, map[string]int{"refund_auto": 6500}),
+			[]impact.Change{{From: policy.RequireApproval, To: policy.Allow, Rule: "default-allow-after-checks", Count: 2, Amount: 5001 + 6000}},
+			[]impact.RuleChange{{Decision: policy.RequireApproval, FromRule: "R7-refund-needs-approval", ToRule: "R13-refund-needs-approval",
+				Count: 1, Amount: 7000}}, 5001 + 6000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := impact.Replay(context.Background(), tc.candidate, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range r.Changed {
+				r.Changed[i].Examples = nil
+			}
+			for i, g := range r.RuleChanged {
+				for _, e := range g.Examples {
+					if e.DecisionID != fmt.Sprintf("d-%d", e.Amount) {
+						t.Errorf("example %+v does not name its decision", e)
+					}
+				}
+				if len(g.Examples) != min(g.Count, impact.MaxExamples) {
+					t.Errorf("%d examples of %d decisions", len(g.Examples), g.Count)
+				}
+				r.RuleChanged[i].Examples = nil
+			}
+			if !reflect.DeepEqual(r.Changed, tc.changed) || !reflect.DeepEqual(r.RuleChanged, tc.ruleChanged) || r.ChangedAmount != tc.total {
+				t.Errorf("changed %+v (%s), rule changed %+v\nwant    %+v (%s), rule changed %+v", r.Changed, r.ChangedAmount, r.RuleChanged,
+					tc.changed, tc.total, tc.ruleChanged)
 			}
 		})
 	}

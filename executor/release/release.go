@@ -370,6 +370,16 @@ func (s *Service) Record(ctx context.Context, digest string) (store.BundleRecord
 	return rec, err
 }
 
+// Archive returns the .tar.gz of a bundle the history holds, by digest,
+// byte for byte as it was uploaded (its sha256 is the digest), for a
+// reader who diffs two bundles or keeps a copy. store.ErrNotFound when
+// the history has none.
+func (s *Service) Archive(ctx context.Context, digest string) ([]byte, error) {
+	var blob []byte
+	err := s.db.View(func(tx *store.Tx) (err error) { blob, err = tx.BundleBytes(digest); return err })
+	return blob, err
+}
+
 // Active returns the active bundle's record.
 func (s *Service) Active(ctx context.Context) (store.BundleRecord, error) {
 	var rec store.BundleRecord

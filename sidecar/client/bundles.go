@@ -39,6 +39,16 @@ func (c *Client) Bundle(ctx context.Context, digest string) (Bundle, error) {
 	return b, err
 }
 
+// BundleArchive reads the .tar.gz of a bundle the history holds, by
+// digest, byte for byte as it was uploaded.
+func (c *Client) BundleArchive(ctx context.Context, digest string) ([]byte, error) {
+	a, err := c.do(ctx, http.MethodGet, "/v1/bundles/"+seg(digest)+"/archive", nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return a.body, nil
+}
+
 // UploadBundle sends a bundle's .tar.gz to be activated through the gate.
 // A pure tightening of the bundle in force goes live at once
 // (Activation.Active); any other bundle, or one that breaks the glass,
@@ -249,15 +259,36 @@ type Impact struct {
 	// Skipped decisions were logged without their input.
 	Skipped int            `json:"skipped"`
 	Changed []ImpactChange `json:"changed"`
+	// ChangedAmount is the sum of the changed decisions' amounts (a call
+	// without one, a reship, adds zero); 0 in a record kept before
+	// amounts were summed.
+	ChangedAmount money.Cents `json:"changed_amount"`
+	// RuleChanged are the groups of decisions that would come out the
+	// same by another rule, the largest first: [] when none would, null
+	// in a record kept before they were counted.
+	RuleChanged []ImpactRuleChange `json:"rule_changed"`
 }
 
 // ImpactChange is a group of decisions that were From and would be To, by
 // the bundle's Rule.
 type ImpactChange struct {
-	From     string          `json:"from"`
-	To       string          `json:"to"`
-	Rule     string          `json:"rule"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Rule  string `json:"rule"`
+	Count int    `json:"count"`
+	// Amount is the sum of the group's amounts.
+	Amount   money.Cents     `json:"amount"`
+	Examples []ImpactExample `json:"examples"`
+}
+
+// ImpactRuleChange is a group of decisions that were Decision by FromRule
+// and would be Decision still, by the bundle's ToRule.
+type ImpactRuleChange struct {
+	Decision string          `json:"decision"`
+	FromRule string          `json:"from_rule"`
+	ToRule   string          `json:"to_rule"`
 	Count    int             `json:"count"`
+	Amount   money.Cents     `json:"amount"`
 	Examples []ImpactExample `json:"examples"`
 }
 

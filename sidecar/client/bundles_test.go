@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/bundles"
+	"github.com/countersign/countersign/cmd/devstack"
+	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/pgtest"
 	"github.com/countersign/countersign/sidecar/client"
 )
 
@@ -26,10 +30,24 @@ func release(t *testing.T, name string) ([]byte, string) {
 // A bundle's life through the client, every answer decoded strictly: a
 // dry run, the gate's refusal with its cases, a release that goes live on
 // one operator, a break-glass upload that waits for a second, read by its
-// digest with its review and approved by another operator, a rollback,
+// digest with its review and its archive, approved by another operator, a rollback,
 // and the history of it all.
 func TestBundleCalls(t *testing.T) {
-	_, as := start(t)
+	t.Run("on bbolt", func(t *testing.T) {
+		_, as := start(t)
+		bundleCalls(t, as)
+	})
+	t.Run("on PostgreSQL", func(t *testing.T) {
+		kek, err := credential.NewKeyEncryptionKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, as := startWith(t, devstack.Options{DataDir: t.TempDir(), StoreURL: pgtest.URL(t), KeyEncryptionKey: kek})
+		bundleCalls(t, as)
+	})
+}
+
+func bundleCalls(t *testing.T, as func(who string) *client.Client) {
 	ctx := context.Background()
 	ops, jon := as("ops-ida"), as("ops-jon")
 	p2, p2Digest := release(t, "p2")
@@ -76,6 +94,15 @@ func TestBundleCalls(t *testing.T) {
 	if err != nil || rec.Status != client.BundleAwaiting || !rec.BreakGlass || rec.Reason != "drill" || rec.Against.Digest != p3Digest || len(rec.DataDiff) == 0 {
 		t.Fatalf("p2's record, read by its digest: %+v, %v; want awaiting, with its review against p3", rec, err)
 	}
+
+	blob, err := jon.BundleArchive(ctx, p2Digest)
+	if err != nil || !bytes.Equal(blob, p2) {
+		t.Fatalf("p2's archive: %d bytes, %v; want the %d bytes uploaded", len(blob), err, len(p2))
+	}
+	_, err = jon.BundleArchive(ctx, "no-such-digest")
+	apiError(t, err, http.StatusNotFound, "not_found")
+	_, err = as("rep-ana").BundleArchive(ctx, p2Digest)
+	apiError(t, err, http.StatusForbidden, "forbidden_role")
 
 	_, err = ops.ApproveBundle(ctx, p2Digest)
 	apiError(t, err, http.StatusForbidden, "same_operator")

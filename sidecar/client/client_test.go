@@ -19,7 +19,13 @@ import (
 // each fixture person.
 func start(t *testing.T) (*devstack.Stack, func(who string) *client.Client) {
 	t.Helper()
-	st, err := devstack.Start(context.Background(), devstack.Options{DataDir: t.TempDir()})
+	return startWith(t, devstack.Options{DataDir: t.TempDir()})
+}
+
+// startWith is start with the stack's options (a store on PostgreSQL).
+func startWith(t *testing.T, o devstack.Options) (*devstack.Stack, func(who string) *client.Client) {
+	t.Helper()
+	st, err := devstack.Start(context.Background(), o)
 	if err != nil {
 		t.Fatalf("devstack.Start: %v", err)
 	}

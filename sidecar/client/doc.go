@@ -20,7 +20,7 @@
 //   - a lead: Approvals, Approval, Approve, Reject (and the workflows and
 //     the decision log);
 //   - an operator: Switches, SetSwitch, Modes, SetMode, RaiseEpoch;
-//     BundleHistory, ActiveBundle, Bundle, UploadBundle, DryRunBundle,
+//     BundleHistory, ActiveBundle, Bundle, BundleArchive, UploadBundle, DryRunBundle,
 //     ApproveBundle, ActivateBundle; Decisions, ExportDecisions; Audit,
 //     VerifyAudit; Reconcile, LatestReconciliation.
 //
