@@ -41,10 +41,13 @@ type sequencerLease struct {
 // another sidecar holds the lease. A holder paused while sequencing and woken after
 // another took the lease over cannot commit: its transaction read the
 // lease and the pending records the other then wrote, so PostgreSQL
-// refuses one of the two.
+// refuses one of the two. Every pass that chains writes the lease, so two
+// passes always write a row in common: it runs at REPEATABLE READ
+// (store.DB.UpdateRows), where that conflict is enough, and its reads of
+// the pending records lock nothing the fleet's decisions write.
 func (l *Log) Sequence(db *store.DB, holder string, ttl time.Duration) (int, error) {
 	var n int
-	err := db.Update(func(tx *store.Tx) error {
+	err := db.UpdateRows(func(tx *store.Tx) error {
 		n = 0
 		now := l.clock.Now()
 		var lease sequencerLease

@@ -81,3 +81,45 @@ func TestSequencerChainsAFleetsRecords(t *testing.T) {
 		t.Errorf("after sequencing: ok %v, %d chained, %d pending; want ok, %d, 0", rep.OK, rep.Records, rep.Unsequenced, writers*each+1)
 	}
 }
+
+// Two sequencers whose leases are over as they are taken, so that each
+// may always sequence, race each other and the writers: their passes
+// conflict on the rows both write, one runs again, and the chain holds
+// every record once, in one line that verifies.
+func TestRacingSequencersKeepOneChain(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := openFleetStore(t, url), openFleetStore(t, url)
+	log := audit.New(audit.Options{Clock: &clock{now: t0}})
+	const records = 200
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i, db := range []*store.DB{a, b} {
+		wg.Go(func() {
+			for {
+				if _, err := log.Sequence(db, fmt.Sprintf("sidecar-%d", i), -time.Second); err != nil {
+					t.Error(err)
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	for i := range records {
+		mustAppend(t, []*store.DB{a, b}[i%2], log, audit.Record{Kind: audit.KindDecision, Actor: "engine", Workflow: "W1", N: i + 1})
+	}
+	close(stop)
+	wg.Wait()
+	if _, err := log.Sequence(a, "sidecar-0", -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Records != records || rep.Unsequenced != 0 {
+		t.Errorf("after racing sequencers: ok %v, %d chained, %d pending; want ok, %d, 0", rep.OK, rep.Records, rep.Unsequenced, records)
+	}
+}

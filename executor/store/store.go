@@ -88,15 +88,16 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	return db.kv.update(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
 
-// UpdateRows is Update for a transaction that reads and writes only rows
-// it names by key, all of one workflow: its lease and fencing number. On
-// PostgreSQL it runs REPEATABLE READ: two such transactions that write the
-// same row still conflict (one runs again), but its reads take no
-// predicate locks, so it never makes a decision run again for touching
-// the same index page. What must not race it, a write checked against the
-// fencing number (Tx.CheckFence), holds the fence row locked until it
-// commits, so a lease taken over meanwhile waits for that write, or that
-// write sees it and fails. On bbolt it is Update.
+// UpdateRows is Update for a transaction that writes every row whose
+// change would make it wrong: a workflow's lease and fencing number, the
+// audit sequencer's lease with the records it chains. On PostgreSQL it
+// runs REPEATABLE READ: two such transactions that write the same row
+// still conflict (one runs again), but its reads take no predicate locks,
+// so it never makes a decision run again for touching the same index page.
+// What must not race a lease, a write checked against the fencing number
+// (Tx.CheckFence), holds the fence row locked until it commits, so a lease
+// taken over meanwhile waits for that write, or that write sees it and
+// fails. On bbolt it is Update.
 func (db *DB) UpdateRows(fn func(*Tx) error) error {
 	return db.kv.updateRows(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
