@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simserver"
 )
@@ -66,7 +67,13 @@ func Open(o Options) (*Server, error) {
 			}
 			return nil
 		},
-		Init:          func(tx *bolt.Tx) error { return initialize(tx, o.Orders) },
+		Init: func(tx *bolt.Tx) error {
+			seeded := clock.Clock(clock.Wall{})
+			if o.Clock != nil {
+				seeded = o.Clock
+			}
+			return initialize(tx, o.Orders, seeded.Now())
+		},
 		NoWrongAmount: true,
 	})
 	if err != nil {
