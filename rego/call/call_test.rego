@@ -19,13 +19,20 @@ rep_ana := {
 
 rep_cy := {"id": "rep-cy", "role": "rep", "region": "EU", "scopes": ["lookup"], "refund_ceiling": 0}
 
+# The moment every call below is decided, as the engine sends it: its
+# clock's time, in RFC 3339 and in nanoseconds since the epoch.
+now := {"rfc3339": "2026-12-02T09:00:00Z", "ns": 1796202000000000000}
+
+# Orders placed (and shipped) days before now, as the order system dates them.
+placed := {"placed_at": "2026-11-20T10:00:00Z", "shipped_at": "2026-11-22T15:00:00Z"}
+
 orders := {
-	"O-1001": {"id": "O-1001", "region": "EU", "customer": "customer-1", "paid": 12000, "status": "shipped"},
-	"O-1002": {"id": "O-1002", "region": "EU", "customer": "customer-2", "paid": 48000, "status": "shipped"},
-	"O-1003": {"id": "O-1003", "region": "US", "customer": "customer-3", "paid": 8000, "status": "shipped"},
-	"O-1005": {"id": "O-1005", "region": "EU", "customer": "customer-5", "paid": 6000, "status": "paid"},
+	"O-1001": object.union(placed, {"id": "O-1001", "region": "EU", "customer": "customer-1", "paid": 12000, "status": "shipped"}),
+	"O-1002": object.union(placed, {"id": "O-1002", "region": "EU", "customer": "customer-2", "paid": 48000, "status": "shipped"}),
+	"O-1003": object.union(placed, {"id": "O-1003", "region": "US", "customer": "customer-3", "paid": 8000, "status": "shipped"}),
+	"O-1005": {"id": "O-1005", "region": "EU", "customer": "customer-5", "paid": 6000, "status": "paid", "placed_at": "2026-11-30T08:00:00Z"},
 	# paid above the maximum, so that R4 never masks the refund limits
-	"O-9000": {"id": "O-9000", "region": "EU", "customer": "customer-9", "paid": limits.refund_max + 1, "status": "shipped"},
+	"O-9000": object.union(placed, {"id": "O-9000", "region": "EU", "customer": "customer-9", "paid": limits.refund_max + 1, "status": "shipped"}),
 }
 
 no_totals := {"order_refunded": 0, "rep_day": 0, "agent_hour": 0, "order_reships": 0}
@@ -36,6 +43,7 @@ refund(user, order_id, amount, totals) := {
 	"args": {"order": order_id, "amount": amount},
 	"order": orders[order_id],
 	"totals": totals,
+	"now": now,
 }
 
 reship(order) := {
@@ -44,6 +52,7 @@ reship(order) := {
 	"args": {"order": order.id},
 	"order": order,
 	"totals": no_totals,
+	"now": now,
 }
 
 # replace sets one top-level field; object.union would merge nested objects.
@@ -381,6 +390,7 @@ line_refund(line, quantity, amount) := {
 	"args": {"order": "O-1001", "amount": amount, "line": line, "quantity": quantity},
 	"order": plan_and_addon,
 	"totals": no_totals,
+	"now": now,
 }
 
 test_line_refund_of_what_is_left_is_allowed if {
