@@ -446,12 +446,18 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestOpenValidates(t *testing.T) {
-	bad := orders.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json"}, Orders: []orders.Order{{ID: "O-1"}}}
-	if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
-		if srv != nil {
-			_ = srv.Close()
+	// Seeded at t0, an order shipped a day before without a placed_at
+	// would be placed after it shipped.
+	shippedFirst := orders.Order{ID: "O-2", Region: "EU", Customer: "c", Paid: 100, Status: "shipped", ShippedAt: t0.Add(-24 * time.Hour)}
+	for _, seed := range []orders.Order{{ID: "O-1"}, shippedFirst} {
+		bad := orders.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json", Clock: simclock.New(t0)},
+			Orders: []orders.Order{seed}}
+		if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
+			if srv != nil {
+				_ = srv.Close()
+			}
+			t.Fatalf("Open with an invalid seed order %+v: %v", seed, err)
 		}
-		t.Fatalf("Open with an invalid seed order: %v", err)
 	}
 }
 
