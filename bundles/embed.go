@@ -19,9 +19,10 @@
 // never rewritten: its sha256 is its digest in the bundle history and the
 // decision log, so releases/SHA256SUMS pins every release and a test fails
 // when a release's bytes change. Authors edit the one Rego source, rego/;
-// a change of rules or limits is a new revision:
+// the limits in force are rego/data.json (a test holds it to the latest
+// release's data.json). A change of rules or limits is a new revision:
 //
-//	countersign bundle build --revision p4 --data data.json \
+//	countersign bundle build --revision p4 \
 //	    [--limit-change refund_auto:5000:7500] -o bundles/releases/p4.tar.gz
 //	(cd bundles/releases && sha256sum p4.tar.gz >> SHA256SUMS)
 //

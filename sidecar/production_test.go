@@ -42,7 +42,7 @@ func TestProductionModeStartsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lg.Close() })
-	os_, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks}, Orders: devstack.FixtureOrders()})
+	os_, err := orders.Open(orders.Options{Options: simserver.Options{DataDir: filepath.Join(dir, "ext-orders"), JWKSURL: jwks}, Orders: devstack.FixtureOrders(time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -77,6 +78,10 @@ such file exists.`,
 			if err := printReport(cmd.OutOrStdout(), report); err != nil {
 				return err
 			}
+			if len(report.LimitFailures) > 0 {
+				_, want := policy.Declarations(b, reference)
+				fmt.Fprintf(cmd.OutOrStdout(), "to declare the limit changes against %s, %s\n", reference.Revision(), declareWith(want))
+			}
 			// What a second operator would be shown: the review has no
 			// decision log here, only the literals and the gate's cases.
 			rv, err := review.New(cmd.Context(), reference, b, nil)
@@ -116,6 +121,7 @@ type buildFlags struct {
 	data         string
 	rego         string
 	limitChanges []string
+	against      string
 	signingKey   string
 	signingKeyID string
 }
@@ -123,22 +129,25 @@ type buildFlags struct {
 func newBundleBuildCmd() *cobra.Command {
 	var f buildFlags
 	cmd := &cobra.Command{
-		Use:   "build (DIR | --revision REV --data FILE) -o FILE",
-		Short: "Build a policy bundle: a new revision from rego/ and a data file, or a bundle directory as it is",
+		Use:   "build (DIR | --revision REV [--data FILE]) -o FILE",
+		Short: "Build a policy bundle: a new revision from rego/ and its data.json, or a bundle directory as it is",
 		Long: `Build a bundle .tar.gz whose bytes depend only on the files' paths and
 contents, so its sha256 digest is the same wherever it is built (a signed
 bundle's signature may differ: ECDSA signatures are randomized).
 
-With --revision and --data it builds a new revision from the one Rego
-source: the .rego files of --rego (tests included), the --data file as
-data.json, and a .manifest with the revision, roots ["countersign"] and
-rego_version 1. Each --limit-change NAME:FROM:TO declares a change of one
-limit of data.countersign.limits (refund_auto ...), or of a run bound or a
-breaker threshold that both bundles set (bounds.max_steps,
-breaker.max_failures ...), in the manifest (metadata.limit_changes): FROM is
-the value in the bundle that will be active when this one is activated, TO
-the value in --data. The gate refuses a bundle whose limits differ from the
-active bundle's without such a declaration.
+With --revision it builds a new revision from the one Rego source: the
+.rego files of --rego (tests included), the data file (--data, by default
+data.json in --rego, the limits in force beside the Rego) as data.json,
+and a .manifest with the revision, roots ["countersign"] and rego_version
+1. Each --limit-change NAME:FROM:TO declares a change of one limit of
+data.countersign.limits (refund_auto ...), or of a run bound or a breaker
+threshold that both bundles set (bounds.max_steps, breaker.max_failures
+...), in the manifest (metadata.limit_changes): FROM is the value in the
+bundle that will be active when this one is activated (--against, as for
+bundle test: by default the embedded release ` + policy.BaselineRevision + `), TO the value in
+the data. The gate refuses a bundle whose limits differ from the active
+bundle's without such a declaration, so the build refuses it first and
+names every --limit-change to give.
 
 With DIR it packs a bundle directory as it is (.manifest, data.json,
 .rego files).
@@ -151,17 +160,18 @@ P-256/P-384/P-521, EdDSA for Ed25519.
 
 The bundle is loaded before it is written, so a bundle that would be
 refused (bad limits or declarations, a forbidden built-in) is not written.`,
-		Example: `  countersign bundle build --revision p4 --data p4-data.json --limit-change refund_auto:5000:7500 -o p4.tar.gz
-  countersign bundle build --revision p4 --data p4-data.json --signing-key key.pem -o p4.tar.gz
+		Example: `  countersign bundle build --revision p4 --limit-change refund_auto:5000:7500 -o p4.tar.gz
+  countersign bundle build --revision p4 --against p4-active.tar.gz --signing-key key.pem -o p5.tar.gz
   countersign bundle build ./my-bundle -o my-bundle.tar.gz`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	cmd.Flags().StringVarP(&f.out, "output", "o", "", "the .tar.gz to write")
 	cmd.Flags().StringVar(&f.revision, "revision", "", "build this revision from --rego and --data (e.g. p4)")
-	cmd.Flags().StringVar(&f.data, "data", "", "the data file of the new revision, written as data.json (with --revision)")
+	cmd.Flags().StringVar(&f.data, "data", "", "the data file of the new revision, written as data.json (with --revision; default: data.json in --rego)")
 	cmd.Flags().StringVar(&f.rego, "rego", "rego", "the Rego source directory (with --revision)")
 	cmd.Flags().StringArrayVar(&f.limitChanges, "limit-change", nil, "declare a limit change NAME:FROM:TO, e.g. refund_auto:5000:7500 (repeatable; with --revision)")
+	cmd.Flags().StringVar(&f.against, "against", "", "the bundle that will be active, whose limits FROM is: an embedded release or a bundle file (with --revision; default: "+policy.BaselineRevision+")")
 	cmd.Flags().StringVar(&f.signingKey, "signing-key", "", "sign the bundle with this PEM private key")
 	cmd.Flags().StringVar(&f.signingKeyID, "signing-key-id", policy.DefaultKeyID, "the key id the signature names (with --signing-key)")
 	_ = cmd.MarkFlagRequired("output")
@@ -189,6 +199,11 @@ func (f buildFlags) run(cmd *cobra.Command, args []string) error {
 	if err := b.Forbidden(); err != nil {
 		return err
 	}
+	if f.revision != "" {
+		if err := f.declared(b); err != nil {
+			return fmt.Errorf("bundle build: %w", err)
+		}
+	}
 	if err := os.WriteFile(f.out, archive, 0o644); err != nil {
 		return err
 	}
@@ -200,10 +215,50 @@ func (f buildFlags) run(cmd *cobra.Command, args []string) error {
 	return err
 }
 
+// declared refuses a new revision whose --limit-change flags are not
+// exactly the changes its data makes against --against, naming the flags
+// that are.
+func (f buildFlags) declared(b *policy.Bundle) error {
+	reference, err := referenceBundle(f.against)
+	if err != nil {
+		return err
+	}
+	failures, want := policy.Declarations(b, reference)
+	if len(failures) == 0 {
+		return nil
+	}
+	var problems []string
+	for _, c := range failures {
+		problems = append(problems, fmt.Sprintf("%s has %s, the data %s", reference.Revision(), c.Expected, c.Got))
+	}
+	return fmt.Errorf("%w: %s; %s", errUndeclaredLimits, strings.Join(problems, ", "), declareWith(want))
+}
+
+// declareWith says how to declare exactly the changes want.
+func declareWith(want []policy.LimitChange) string {
+	if len(want) == 0 {
+		return "build with no --limit-change"
+	}
+	return "build with " + limitChangeFlags(want)
+}
+
+// errUndeclaredLimits is a new revision whose limit changes are not
+// declared as they are.
+var errUndeclaredLimits = errors.New("the data changes limits that are not declared as they are")
+
+// limitChangeFlags is the --limit-change flags that declare changes.
+func limitChangeFlags(changes []policy.LimitChange) string {
+	flags := make([]string, len(changes))
+	for i, c := range changes {
+		flags[i] = c.Flag()
+	}
+	return strings.Join(flags, " ")
+}
+
 // source is the bundle's files: DIR as it is, or the new revision.
 func (f buildFlags) source(cmd *cobra.Command, args []string) (fs.FS, error) {
 	if len(args) == 1 {
-		for _, name := range []string{"revision", "data", "rego", "limit-change"} {
+		for _, name := range []string{"revision", "data", "rego", "limit-change", "against"} {
 			if cmd.Flags().Changed(name) {
 				return nil, fmt.Errorf("--%s builds a new revision from the Rego source; give it without DIR", name)
 			}
@@ -213,12 +268,16 @@ func (f buildFlags) source(cmd *cobra.Command, args []string) (fs.FS, error) {
 		}
 		return os.DirFS(args[0]), nil
 	}
-	if f.revision == "" || f.data == "" {
-		return nil, errors.New("give a bundle DIR, or --revision and --data to build a new revision from --rego")
+	if f.revision == "" {
+		return nil, errors.New("give a bundle DIR, or --revision to build a new revision from --rego and its data.json")
 	}
-	data, err := os.ReadFile(f.data)
+	dataFile := f.data
+	if dataFile == "" {
+		dataFile = filepath.Join(f.rego, "data.json")
+	}
+	data, err := os.ReadFile(dataFile)
 	if err != nil {
-		return nil, fmt.Errorf("--data: %w", err)
+		return nil, fmt.Errorf("--data %s: %w", dataFile, err)
 	}
 	changes, err := parseLimitChanges(f.limitChanges)
 	if err != nil {

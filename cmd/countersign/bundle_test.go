@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -167,20 +168,23 @@ func TestBundleBuildRevision(t *testing.T) {
 		t.Errorf("p3 against p4: exit %d, want 1 with refund_auto undeclared\n%s", exitOf(err), out)
 	}
 
+	// Built as if p4 were active, the bundle declares nothing; tested
+	// against p1 it fails, and bundle test names the flag to build with.
 	undeclared := filepath.Join(dir, "p4-undeclared.tar.gz")
-	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", rego, "--data", data, "-o", undeclared); err != nil {
+	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", rego, "--data", data, "--against", declared, "-o", undeclared); err != nil {
 		t.Fatal(err)
 	}
 	out, err = runBundle(t, "test", undeclared)
-	if exitOf(err) != 1 || !strings.Contains(out, "limit_change_undeclared") {
-		t.Errorf("undeclared: exit %d, want 1 with limit_change_undeclared\n%s", exitOf(err), out)
+	if exitOf(err) != 1 || !strings.Contains(out, "limit_change_undeclared") ||
+		!strings.Contains(out, "to declare the limit changes against p1, build with --limit-change refund_auto:5000:7500\n") {
+		t.Errorf("undeclared: exit %d, want 1 with limit_change_undeclared and the flag to add\n%s", exitOf(err), out)
 	}
 
 	refused := []struct {
 		args []string
 		say  string
 	}{
-		{[]string{"--data", data}, "--revision and --data"},
+		{[]string{"--data", data}, "or --revision"},
 		{[]string{"--revision", "p4", "--rego", rego, "--data", data, "--limit-change", "refund_auto=7500"}, "NAME:FROM:TO"},
 		{[]string{"--revision", "p4", "--rego", rego, "--data", data, "--limit-change", "refund_auto:5000:8000"}, "holds 7500"},
 		{[]string{"--revision", "p4", "--rego", dir, "--data", data}, "no .rego files"},
@@ -192,6 +196,89 @@ func TestBundleBuildRevision(t *testing.T) {
 			t.Errorf("build %q: %v, want an error saying %q", r.args, err, r.say)
 		}
 	}
+}
+
+// A new revision whose limit changes are not declared exactly as they are
+// against the bundle that will be active is not written: the error names
+// every --limit-change to build with.
+func TestBundleBuildNamesTheLimitChanges(t *testing.T) {
+	dir := t.TempDir()
+	rego := filepath.Join("..", "..", "rego")
+	p4 := filepath.Join(dir, "p4.tar.gz")
+	if _, err := runBundle(t, "build", "--revision", "p4", "--rego", rego, "--data", writeData(t, 7500), "--limit-change", "refund_auto:5000:7500", "-o", p4); err != nil {
+		t.Fatal(err)
+	}
+	twoChanges := filepath.Join(t.TempDir(), "data.json")
+	if err := os.WriteFile(twoChanges, []byte(`{"countersign": {"limits": {"refund_auto": 7500, "refund_max": 40000, "reship_approval_value": 30000,
+		"rep_daily": 100000, "rep_window_seconds": 86400, "agent_hourly": 300000, "approval_ttl_seconds": 900, "token_ttl_seconds": 60}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		say  string // "" when the build succeeds
+	}{
+		{"a raise left undeclared", []string{"--data", writeData(t, 7500)},
+			"p1 has refund_auto 5000, the data refund_auto 7500 (undeclared); build with --limit-change refund_auto:5000:7500"},
+		{"two changes, one declared", []string{"--data", twoChanges, "--limit-change", "refund_auto:5000:7500"},
+			"build with --limit-change refund_auto:5000:7500 --limit-change refund_max:50000:40000"},
+		{"a change declared from another value", []string{"--data", writeData(t, 7500), "--limit-change", "refund_auto:6000:7500"},
+			"the data refund_auto 7500 (declared from 6000); build with --limit-change refund_auto:5000:7500"},
+		{"a change declared that the active bundle already has", []string{"--data", writeData(t, 7500), "--limit-change", "refund_auto:5000:7500", "--against", p4},
+			"build with no --limit-change"},
+		{"a cut back from the active bundle left undeclared", []string{"--data", writeData(t, 5000), "--against", p4},
+			"p4 has refund_auto 7500, the data refund_auto 5000 (undeclared); build with --limit-change refund_auto:7500:5000"},
+		{"rego/data.json, the limits in force", nil, ""},
+		{"the cut back declared", []string{"--data", writeData(t, 5000), "--against", p4, "--limit-change", "refund_auto:7500:5000"}, ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(dir, fmt.Sprintf("%d.tar.gz", i))
+			_, err := runBundle(t, append(append([]string{"build", "--revision", "p5", "--rego", rego}, tt.args...), "-o", out)...)
+			_, statErr := os.Stat(out)
+			switch {
+			case tt.say == "" && err != nil:
+				t.Fatalf("build: %v", err)
+			case tt.say != "" && (err == nil || !strings.Contains(err.Error(), tt.say)):
+				t.Fatalf("build: %v, want an error saying %q", err, tt.say)
+			case tt.say != "" && statErr == nil:
+				t.Errorf("a refused build wrote %s", out)
+			}
+		})
+	}
+}
+
+// Without --data a new revision takes rego/data.json.
+func TestBundleBuildTakesTheSourceData(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "p4.tar.gz")
+	if _, err := runBundle(t, "build", "--revision", "p4", "-o", out, "--rego", filepath.Join("..", "..", "rego")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.LoadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("..", "..", "rego", "data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if canonical(t, b.Data()) != canonical(t, want) {
+		t.Errorf("data.json of the bundle:\n%s\nwant rego/data.json:\n%s", b.Data(), want)
+	}
+}
+
+// canonical is a JSON document with its members sorted and no spaces.
+func canonical(t *testing.T, doc []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 func TestBundleBuildIsDeterministic(t *testing.T) {

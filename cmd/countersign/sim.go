@@ -72,7 +72,7 @@ reconciliation need; they can be changed later with PUT /_sim/faults.`,
 				if faults.WrongAmount != 0 {
 					return errors.New("--wrong-amount applies to the ledger only")
 				}
-				srv, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, Orders: devstack.FixtureOrders()})
+				srv, err = orders.Open(orders.Options{Options: simserver.Options{DataDir: data, JWKSURL: jwks, JWKSMaxAge: maxAge, Logger: log}, Orders: devstack.FixtureOrders(time.Now())})
 			}
 			if err != nil {
 				return err

@@ -140,11 +140,13 @@ const (
 	OrdersDir = "orders"
 )
 
-// FixtureOrders are the Quillfeather orders in the order system's own type.
-func FixtureOrders() []orders.Order {
+// FixtureOrders are the Quillfeather orders in the order system's own
+// type, dated from seeded, the moment the order system is seeded.
+func FixtureOrders(seeded time.Time) []orders.Order {
 	var out []orders.Order
 	for _, o := range fixture.Orders() {
-		ord := orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status}
+		ord := orders.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: int64(o.Paid), Status: o.Status,
+			PlacedAt: o.PlacedAt(seeded).UTC(), ShippedAt: o.ShippedAt(seeded).UTC()}
 		for _, l := range o.Lines {
 			ord.Lines = append(ord.Lines, orders.Line{ID: l.ID, SKU: l.SKU, Description: l.Description,
 				UnitAmount: int64(l.UnitAmount), Quantity: l.Quantity, RefundedQuantity: l.RefundedQuantity})
@@ -249,7 +251,11 @@ func (st *Stack) startSimulators(o Options, jwksURL string) (err error) {
 	}
 	// The order system first: the ledger books line-item refunds there.
 	noRefKey := o.Controls != nil && !o.Controls.ReferenceKeys
-	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders(), NoReferenceKey: noRefKey}); err != nil {
+	seeded := clock.Clock(clock.Wall{})
+	if o.Clock != nil {
+		seeded = o.Clock
+	}
+	if st.Orders, err = orders.Open(orders.Options{Options: sim(OrdersDir), Orders: FixtureOrders(seeded.Now()), NoReferenceKey: noRefKey}); err != nil {
 		return err
 	}
 	st.closers = append(st.closers, st.Orders.Close)

@@ -37,7 +37,7 @@ func TestRaisedEpochBites(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	order := devstack.FixtureOrders()[0].ID
+	order := devstack.FixtureOrders(time.Now())[0].ID
 	receivers := []receiver{
 		{"ledger", func(key string) credential.Claims {
 			return credential.Claims{Audience: "ledger", Scope: "refund", Max: 100, Key: key, Call: actorcheck.RefundCall(order, 1)}

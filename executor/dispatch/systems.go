@@ -28,14 +28,18 @@ type Entry struct {
 	Replayed bool `json:"-"`
 }
 
-// Order is an order as the order system answers it.
+// Order is an order as the order system answers it. PlacedAt and
+// ShippedAt are zero when the order system does not say (an order not
+// shipped has no shipped_at).
 type Order struct {
-	ID       string      `json:"id"`
-	Region   string      `json:"region"`
-	Customer string      `json:"customer"`
-	Paid     money.Cents `json:"paid"`
-	Status   string      `json:"status"`
-	Lines    []Line      `json:"lines"`
+	ID        string      `json:"id"`
+	Region    string      `json:"region"`
+	Customer  string      `json:"customer"`
+	Paid      money.Cents `json:"paid"`
+	Status    string      `json:"status"`
+	Lines     []Line      `json:"lines"`
+	PlacedAt  time.Time   `json:"placed_at,omitzero"`
+	ShippedAt time.Time   `json:"shipped_at,omitzero"`
 }
 
 // Line is one line of an order as the order system answers it.

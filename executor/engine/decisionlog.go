@@ -103,6 +103,16 @@ type inputDocument struct {
 	// Workflow is absent from decisions recorded before workflows had
 	// bounds; replayed, they are decided without them, as they were.
 	Workflow *runDocument `json:"workflow,omitempty"`
+	// Now is absent from decisions recorded before the input carried the
+	// time; replayed, they are decided without it, as they were.
+	Now *nowDocument `json:"now,omitempty"`
+}
+
+// nowDocument is policy.Input.Now as the policy sees it. A replay reads
+// the time back from ns, to the nanosecond.
+type nowDocument struct {
+	RFC3339 string `json:"rfc3339"`
+	NS      int64  `json:"ns"`
 }
 
 // runDocument is policy.Run as the policy sees it.
@@ -138,6 +148,11 @@ type orderDocument struct {
 	Paid     money.Cents    `json:"paid"`
 	Status   string         `json:"status"`
 	Lines    []lineDocument `json:"lines"`
+	// PlacedAt and ShippedAt are RFC 3339, absent when the record had
+	// none (an order not shipped, a decision recorded before orders were
+	// dated).
+	PlacedAt  string `json:"placed_at,omitempty"`
+	ShippedAt string `json:"shipped_at,omitempty"`
 }
 
 type lineDocument struct {
@@ -169,13 +184,17 @@ func MarshalInput(in policy.Input) (json.RawMessage, error) {
 			Scopes: append([]string{}, u.Scopes...), RefundCeiling: u.RefundCeiling}
 	}
 	if o := in.Order; o != nil {
-		doc.Order = &orderDocument{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status, Lines: []lineDocument{}}
+		doc.Order = &orderDocument{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status, Lines: []lineDocument{},
+			PlacedAt: rfc3339(o.PlacedAt), ShippedAt: rfc3339(o.ShippedAt)}
 		for _, l := range o.Lines {
 			doc.Order.Lines = append(doc.Order.Lines, lineDocument(l))
 		}
 	}
 	if r := in.Workflow; r != nil {
 		doc.Workflow = (*runDocument)(r)
+	}
+	if !in.Now.IsZero() {
+		doc.Now = &nowDocument{RFC3339: policy.RFC3339(in.Now), NS: in.Now.UnixNano()}
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -204,7 +223,37 @@ func UnmarshalInput(raw json.RawMessage) (policy.Input, error) {
 		for _, l := range o.Lines {
 			in.Order.Lines = append(in.Order.Lines, policy.Line(l))
 		}
+		var err error
+		if in.Order.PlacedAt, err = parseRFC3339("order.placed_at", o.PlacedAt); err != nil {
+			return policy.Input{}, err
+		}
+		if in.Order.ShippedAt, err = parseRFC3339("order.shipped_at", o.ShippedAt); err != nil {
+			return policy.Input{}, err
+		}
 	}
 	in.Workflow = (*policy.Run)(doc.Workflow)
+	if n := doc.Now; n != nil {
+		in.Now = time.Unix(0, n.NS).UTC()
+	}
 	return in, nil
+}
+
+// rfc3339 is t as the input document writes it, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return policy.RFC3339(t)
+}
+
+// parseRFC3339 reads back a time rfc3339 wrote.
+func parseRFC3339(member, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("decode a recorded policy input: %s: %w", member, err)
+	}
+	return t.UTC(), nil
 }

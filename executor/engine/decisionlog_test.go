@@ -23,12 +23,20 @@ import (
 )
 
 // decisionInputs reach every rule of the call policy under p1's limits.
+// All but the first are decided at a time with a fraction of a second,
+// and their orders are dated (placed, and shipped when they are); the
+// first is an input recorded before inputs carried the time.
 func decisionInputs() []policy.Input {
 	ana := func() *policy.User {
 		return &policy.User{ID: "rep-ana", Role: "rep", Region: "EU", Scopes: []string{"lookup", "refund", "reship"}, RefundCeiling: 50000}
 	}
+	now := time.Date(2026, 12, 2, 9, 30, 15, 123456789, time.UTC)
 	order := func(paid money.Cents, status string) *policy.Order {
-		return &policy.Order{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: paid, Status: status}
+		o := &policy.Order{ID: "O-1001", Region: "EU", Customer: "customer-1", Paid: paid, Status: status, PlacedAt: now.AddDate(0, 0, -12)}
+		if status == "shipped" {
+			o.ShippedAt = now.AddDate(0, 0, -10).Add(-time.Hour)
+		}
+		return o
 	}
 	refund := func(amount money.Cents) tool.Args { return tool.Args{Order: "O-1001", Amount: amount} }
 	reship := tool.Args{Order: "O-1001"}
@@ -36,7 +44,7 @@ func decisionInputs() []policy.Input {
 	noScopes.Scopes = nil
 	usOrder := order(12000, "shipped")
 	usOrder.Region = "US"
-	return []policy.Input{
+	out := []policy.Input{
 		{Tool: tool.IssueRefund, Args: refund(3000), Order: order(12000, "shipped")},                 // R0
 		{User: ana(), Tool: "delete_order", Args: refund(3000), Order: order(12000, "shipped")},      // default-deny
 		{User: noScopes, Tool: tool.IssueRefund, Args: refund(3000), Order: order(12000, "shipped")}, // R1
@@ -58,6 +66,11 @@ func decisionInputs() []policy.Input {
 		{User: ana(), Tool: tool.ReshipOrder, Args: reship, Order: order(12000, "shipped")},                                         // ALLOW
 		{User: ana(), Tool: tool.LookupOrder, Args: reship, Order: order(12000, "shipped")},                                         // ALLOW
 	}
+	for i := range out[1:] {
+		out[i+1].Now = now
+	}
+	out[0].Order.PlacedAt, out[0].Order.ShippedAt = time.Time{}, time.Time{}
+	return out
 }
 
 // The input the decision log records is the document the policy
@@ -194,6 +207,17 @@ func TestDecisionsAreLoggedInOPAsShape(t *testing.T) {
 		in, err := engine.UnmarshalInput(e.Input)
 		if err != nil || !reflect.DeepEqual(in, seen[i]) {
 			t.Errorf("decision %d recorded input %s, the policy saw %+v", i, e.Input, seen[i])
+		}
+		// The policy decided at the engine's time, and was told it.
+		var doc struct {
+			Now struct {
+				RFC3339 string
+				NS      int64
+			}
+		}
+		if err := json.Unmarshal(e.Input, &doc); err != nil || !seen[i].Now.Equal(h.clock.Now()) ||
+			doc.Now.NS != h.clock.Now().UnixNano() || doc.Now.RFC3339 != h.clock.Now().UTC().Format(time.RFC3339Nano) {
+			t.Errorf("decision %d: now %+v in %s, want the engine's time %s", i, doc.Now, e.Input, h.clock.Now())
 		}
 	}
 	if page.Decisions[0].ID == page.Decisions[1].ID {

@@ -94,7 +94,7 @@ func (v verdict) holds(in policy.Input, revision string) bool {
 // them at now.
 func (e *Engine) input(tx *store.Tx, w store.Workflow, s store.Step, f facts, lim policy.Limits, now time.Time) policy.Input {
 	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
-		Workflow: e.runOf(tx, w, s, lim, now)}
+		Workflow: e.runOf(tx, w, s, lim, now), Now: now}
 }
 
 // prefetch reads ahead, in one round trip on PostgreSQL (store.Tx.Prefetch),

@@ -65,10 +65,14 @@ func caseRep(ceiling money.Cents) *User {
 	return &User{ID: "rep-ana", Role: "rep", Region: "EU", Scopes: []string{"lookup", "refund", "reship"}, RefundCeiling: ceiling}
 }
 
-// caseOrder is a shipped order in the rep's region.
+// caseOrder is a shipped order in the rep's region, placed ten days and
+// shipped eight days before the gate's time.
 func caseOrder(id string, paid money.Cents) Order {
-	return Order{ID: id, Region: "EU", Customer: "customer-9", Paid: paid, Status: "shipped"}
+	return Order{ID: id, Region: "EU", Customer: "customer-9", Paid: paid, Status: "shipped",
+		PlacedAt: gateTime.Add(-10 * day), ShippedAt: gateTime.Add(-8 * day)}
 }
+
+const day = 24 * time.Hour
 
 func call(name string, in Input, want Decision, rule string) callCase {
 	return callCase{name: name, amount: in.Args.Amount, input: callInput(in), typed: &in, want: want, rule: rule}
@@ -97,12 +101,16 @@ func ApproverCaseInputs(l Limits) []ApproverInput {
 	return out
 }
 
+// The cases' inputs are decided at the gate's time, gateTime, which they
+// carry as now: a bundle whose rules read the time answers them the same
+// on every run.
+
 func refund(user *User, o Order, t Totals, amount money.Cents) Input {
-	return Input{User: user, Tool: tool.IssueRefund, Args: tool.Args{Order: o.ID, Amount: amount}, Order: &o, Totals: t}
+	return Input{User: user, Tool: tool.IssueRefund, Args: tool.Args{Order: o.ID, Amount: amount}, Order: &o, Totals: t, Now: gateTime}
 }
 
 func reship(user *User, o Order, reships int) Input {
-	return Input{User: user, Tool: tool.ReshipOrder, Args: tool.Args{Order: o.ID}, Order: &o, Totals: Totals{OrderReships: reships}}
+	return Input{User: user, Tool: tool.ReshipOrder, Args: tool.Args{Order: o.ID}, Order: &o, Totals: Totals{OrderReships: reships}, Now: gateTime}
 }
 
 // edited is in as the policy sees it with one member replaced by v, or
@@ -132,7 +140,7 @@ func callCases(l, own Limits) []callCase {
 	atReship := caseOrder("O-9003", l.ReshipApprovalValue)
 	overReship := caseOrder("O-9004", l.ReshipApprovalValue+1)
 	notShipped := caseOrder("O-9005", l.ReshipApprovalValue)
-	notShipped.Status = "paid"
+	notShipped.Status, notShipped.ShippedAt = "paid", time.Time{}
 	otherRegion := caseOrder("O-9006", big.Paid)
 	otherRegion.Region = "US"
 	// The caps are probed with a refund the auto limit allows.
@@ -162,10 +170,10 @@ func callCases(l, own Limits) []callCase {
 			ast.ObjectTerm(field("order", str(big.ID)), field("amount", str(strconv.FormatInt(int64(small), 10))))), amount: small, want: Deny, rule: r3},
 		{name: "refund without an order record", amount: small, input: edited(refund(rep, big, none, small), "order", nil), want: Deny, rule: r2},
 		call("unknown user", refund(nil, big, none, small), Deny, "R0-unknown-user"),
-		call("unknown tool", Input{User: rep, Tool: "delete_order", Args: tool.Args{Order: big.ID}, Order: &big}, Deny, "default-deny"),
+		call("unknown tool", Input{User: rep, Tool: "delete_order", Args: tool.Args{Order: big.ID}, Order: &big, Now: gateTime}, Deny, "default-deny"),
 		call("refund scope not delegated", refund(readOnly, big, none, small), Deny, "R1-scope-not-delegated"),
 		call("order outside the rep's region", refund(rep, otherRegion, none, small), Deny, r2),
-		call("look up an order in region", Input{User: rep, Tool: tool.LookupOrder, Args: tool.Args{Order: big.ID}, Order: &big}, Allow, allowRule),
+		call("look up an order in region", Input{User: rep, Tool: tool.LookupOrder, Args: tool.Args{Order: big.ID}, Order: &big, Now: gateTime}, Allow, allowRule),
 
 		// What was paid bounds the refunds of an order, prior ones included.
 		call("refund of exactly what was paid", refund(rep, paidAuto, none, paidAuto.Paid), Allow, allowRule),

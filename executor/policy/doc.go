@@ -109,8 +109,11 @@
 // tests, uses Capabilities: OPA's built-ins minus those that reach the
 // network, read the clock or randomness, or write to the host (see
 // capabilities.go for the list and why it is derived). The time a policy
-// may use is the input's (the approver policy reads input.now, which the
-// engine fills from its clock). Refusals, in the order they are checked:
+// may use is the input's, which the engine fills from its clock: the
+// approver policy reads input.now in unix seconds, the call policy
+// input.now.rfc3339 and input.now.ns beside the order's placed_at and
+// shipped_at (RFC 3339); the gate's cases carry a fixed now, and a replay
+// the one it recorded. Refusals, in the order they are checked:
 //
 //	refusal                      when                               recorded  break glass
 //	ErrBundleTooLarge            over MaxArchiveBytes, MaxUnpacked- no        -

@@ -128,14 +128,23 @@ func callInput(in Input) ast.Value {
 				field("refunded_quantity", ast.IntNumberTerm(int(l.RefundedQuantity))),
 			)
 		}
-		order = ast.ObjectTerm(
+		orderFields := [][2]*ast.Term{
 			field("id", str(o.ID)),
 			field("region", str(o.Region)),
 			field("customer", str(o.Customer)),
 			field("paid", cents(o.Paid)),
 			field("status", str(o.Status)),
 			field("lines", ast.ArrayTerm(lines...)),
-		)
+		}
+		for _, d := range []struct {
+			key string
+			at  time.Time
+		}{{"placed_at", o.PlacedAt}, {"shipped_at", o.ShippedAt}} {
+			if !d.at.IsZero() {
+				orderFields = append(orderFields, field(d.key, str(RFC3339(d.at))))
+			}
+		}
+		order = ast.ObjectTerm(orderFields...)
 	}
 	argFields := [][2]*ast.Term{field("order", str(in.Args.Order)), field("amount", cents(in.Args.Amount))}
 	if in.Args.IsLine() {
@@ -154,6 +163,12 @@ func callInput(in Input) ast.Value {
 			field("agent_hour", cents(in.Totals.AgentHour)),
 			field("order_reships", ast.IntNumberTerm(in.Totals.OrderReships)),
 		)),
+	}
+	if !in.Now.IsZero() {
+		fields = append(fields, field("now", ast.ObjectTerm(
+			field("rfc3339", str(RFC3339(in.Now))),
+			field("ns", ast.IntNumberTerm(int(in.Now.UnixNano()))),
+		)))
 	}
 	if r := in.Workflow; r != nil {
 		fields = append(fields, field("workflow", ast.ObjectTerm(
@@ -195,6 +210,11 @@ func str(s string) *ast.Term { return ast.StringTerm(s) }
 func cents(c money.Cents) *ast.Term { return ast.IntNumberTerm(int(c)) }
 
 func seconds(t time.Time) *ast.Term { return ast.IntNumberTerm(int(t.Unix())) }
+
+// RFC3339 is how the policy input writes a time: RFC 3339 in UTC, with
+// the fraction of a second when there is one (time.parse_rfc3339_ns reads
+// it back to the nanosecond).
+func RFC3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // InputJSON is in as the call policy sees it, as JSON (members sorted):
 // what a reviewer is shown of a generated input.

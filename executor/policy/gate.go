@@ -328,8 +328,9 @@ func (g gate) runRegoTestsOnce(ctx context.Context, b *Bundle) (int, []string, e
 	return passed, failures, ctx.Err()
 }
 
-// gateTime is the evaluation time of the cases: fixed, so a case answers
-// the same on every run. The approver cases carry their own times.
+// gateTime is the evaluation time of the cases and the now their inputs
+// carry: fixed, so a case answers the same on every run. The approver
+// cases carry their own times.
 var gateTime = time.Unix(1_700_000_000, 0).UTC()
 
 // runCases answers every case, derived from the limits in force and the

@@ -279,3 +279,20 @@ func TestConcurrentActivationsCompareWithWhatTheyReplace(t *testing.T) {
 		t.Errorf("activations: %v; want one active and one refused by the gate", errs)
 	}
 }
+
+// The gate's cases are decided at one fixed time, which their inputs carry
+// as now, with orders placed and shipped before it: a bundle whose rules
+// read the time answers them the same on every run.
+func TestCasesCarryAFixedNow(t *testing.T) {
+	const now = `"now":{"ns":1700000000000000000,"rfc3339":"2023-11-14T22:13:20Z"}`
+	const dated = `"placed_at":"2023-11-04T22:13:20Z"`
+	for _, in := range policy.CaseInputs(baseline(t)) {
+		doc, err := policy.InputJSON(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), now) || !strings.Contains(string(doc), dated) {
+			t.Errorf("case input %s lacks %s or %s", doc, now, dated)
+		}
+	}
+}

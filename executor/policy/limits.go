@@ -54,6 +54,21 @@ func (c LimitChange) Loosens() bool {
 
 func (c LimitChange) String() string { return fmt.Sprintf("%s %d → %d", c.Name, c.From, c.To) }
 
+// Flag is the change as `bundle build` declares it:
+// --limit-change NAME:FROM:TO.
+func (c LimitChange) Flag() string {
+	return fmt.Sprintf("--limit-change %s:%d:%d", c.Name, c.From, c.To)
+}
+
+// Declarations compares the limit changes b declares with ref, as the gate
+// does: failures are the gate's limit_change_undeclared results (none when
+// b declares exactly what it changes), and want is every change b makes
+// against ref, each as it must be declared; declaring exactly want clears
+// the failures. Authoring tools name want before a bundle reaches a gate.
+func Declarations(b, ref *Bundle) (failures []CaseResult, want []LimitChange) {
+	return limitFailures(ref.figures, b.figures, b.changes), changesBetween(ref.figures, b.figures)
+}
+
 // limit is one number of a bundle's data that the gate knows the meaning
 // of: a member of data.countersign.limits, or of the optional
 // data.countersign.bounds and data.countersign.breaker.

@@ -43,6 +43,13 @@ type Input struct {
 	// Nil (a recorded input from before bounds, the gate's cases) sends
 	// no workflow member, and the bound rules do not apply.
 	Workflow *Run
+	// Now is the moment of the decision by the engine's clock, sent as
+	// now: {"rfc3339", "ns"}: the only time a policy has (time.now_ns is
+	// a forbidden built-in), so a replay decides at the time recorded and
+	// the gate's cases at a fixed one. The zero time (an input recorded
+	// before inputs carried it) sends no now member; a rule that needs it
+	// then finds it undefined, and its negation denies.
+	Now time.Time
 }
 
 // Run is the call's workflow as its bounds see it. The engine computes
@@ -76,6 +83,11 @@ type Order struct {
 	// Lines are what was bought; R12 finds a line-item refund's line
 	// here and what is left to refund on it.
 	Lines []Line
+	// PlacedAt and ShippedAt are when the order was placed and shipped,
+	// sent as RFC 3339 placed_at and shipped_at; a zero time (an order not
+	// shipped, an order system that does not say) sends no member.
+	PlacedAt  time.Time
+	ShippedAt time.Time
 }
 
 // Line is one line of an order. RefundedQuantity is what the ledger has

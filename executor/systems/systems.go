@@ -48,7 +48,8 @@ func (s *Systems) Order(ctx context.Context, as engine.Actor, order string) (pol
 		return policy.Order{}, translate(err)
 	}
 	o := res.Order
-	out := policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status}
+	out := policy.Order{ID: o.ID, Region: o.Region, Customer: o.Customer, Paid: o.Paid, Status: o.Status,
+		PlacedAt: o.PlacedAt, ShippedAt: o.ShippedAt}
 	for _, l := range o.Lines {
 		out.Lines = append(out.Lines, policy.Line(l))
 	}

@@ -69,6 +69,13 @@
 // that checks them, so two refunds cannot both take the last unit. (A
 // reversal in the ledger does not give the units back; a person does.)
 //
+// An order is dated: placed_at, and shipped_at once shipped (RFC 3339),
+// which a policy reads beside its input's now ("deny refunds on orders
+// older than 90 days"). An order seeded or added without placed_at was
+// placed then, by the system's clock (the simulated one under a drill or
+// a seeded simulation, so the dates replay); one added as shipped without
+// shipped_at shipped when it was placed.
+//
 // Orders are seeded from Options.Orders the first time the file is created;
 // a reopened file keeps what it holds.
 package orders

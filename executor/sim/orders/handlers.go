@@ -3,6 +3,7 @@ package orders
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -159,6 +160,22 @@ func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
 			return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "currency must be an ISO 4217 code such as \"USD\"")
 		}
 	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Time
+	}{{"placed_at", &o.PlacedAt}, {"shipped_at", &o.ShippedAt}} {
+		if raw, ok, err := f.Raw(d.name); err != nil {
+			return err
+		} else if ok {
+			var at string
+			if err := strictjson.Decode(raw, &at); err != nil {
+				return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "%s must be an RFC 3339 time such as \"2026-11-20T09:30:00Z\"", d.name)
+			}
+			if *d.dst, err = time.Parse(time.RFC3339Nano, at); err != nil {
+				return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "%s must be an RFC 3339 time such as \"2026-11-20T09:30:00Z\"", d.name)
+			}
+		}
+	}
 	if raw, ok, err := f.Raw("lines"); err != nil {
 		return err
 	} else if ok {
@@ -169,6 +186,7 @@ func (s *Server) postOrder(w http.ResponseWriter, r *http.Request) error {
 	if err := f.Done(); err != nil {
 		return err
 	}
+	o = o.dated(s.core.Clock.Now()) // answered as stored
 	created, err := s.PutOrder(o)
 	if errors.Is(err, ErrInvalidOrder) {
 		return simhttp.Errorf(http.StatusUnprocessableEntity, simhttp.CodeInvalidField, "%v", err)

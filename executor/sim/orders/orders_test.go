@@ -226,6 +226,9 @@ func TestLookupAndReship(t *testing.T) {
 	var o orders.Order
 	want := seed[0]
 	want.Currency = orders.DefaultCurrency // the seed's orders are put without one
+	// nor dates: placed when seeded, by the order system's clock, and
+	// shipped (its status says so) when placed
+	want.PlacedAt, want.ShippedAt = t0.Add(time.Second), t0.Add(time.Second)
 	if err := json.Unmarshal(r.body, &o); r.status != 200 || err != nil || !reflect.DeepEqual(o, want) {
 		t.Fatalf("lookup: %d %s", r.status, r.body)
 	}
@@ -260,6 +263,62 @@ func TestLookupAndReship(t *testing.T) {
 	}
 	if r := e.must("GET", "/orders/O-9999/shipments", "", ""); r.status != 404 {
 		t.Fatalf("shipments of an unknown order: %d %s", r.status, r.body)
+	}
+}
+
+// An order carries placed_at and, once shipped, shipped_at: as given, or
+// else placed when added by the order system's clock and shipped when
+// placed. Dates that are not RFC 3339, or a shipment before the order,
+// are refused.
+func TestOrdersAreDated(t *testing.T) {
+	e := start(t)
+	added := t0.Add(time.Second)
+	tests := []struct {
+		name, body      string
+		status          int
+		placed, shipped string // as answered; "" when absent
+	}{
+		{"dated by the caller", `{"id":"O-2001","region":"EU","customer":"c","paid":5000,"status":"shipped","placed_at":"2026-08-01T10:00:00Z","shipped_at":"2026-08-03T16:30:00.5+02:00"}`,
+			201, "2026-08-01T10:00:00Z", "2026-08-03T14:30:00.5Z"},
+		{"shipped, undated", `{"id":"O-2002","region":"EU","customer":"c","paid":5000,"status":"shipped"}`,
+			201, added.Format(time.RFC3339), added.Format(time.RFC3339)},
+		{"not shipped, undated", `{"id":"O-2003","region":"EU","customer":"c","paid":5000,"status":"paid","placed_at":"2026-08-01T10:00:00Z"}`,
+			201, "2026-08-01T10:00:00Z", ""},
+		{"shipped before it was placed", `{"id":"O-2004","region":"EU","customer":"c","paid":5000,"status":"shipped","placed_at":"2026-08-02T00:00:00Z","shipped_at":"2026-08-01T00:00:00Z"}`,
+			422, "", ""},
+		{"a date without a zone", `{"id":"O-2005","region":"EU","customer":"c","paid":5000,"status":"paid","placed_at":"2026-08-01T10:00:00"}`,
+			422, "", ""},
+		{"a date as a number", `{"id":"O-2006","region":"EU","customer":"c","paid":5000,"status":"paid","placed_at":1785000000}`,
+			422, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.must("POST", "/_sim/orders", "", tt.body)
+			if r.status != tt.status {
+				t.Fatalf("%d %s, want %d", r.status, r.body, tt.status)
+			}
+			if tt.status != 201 {
+				return
+			}
+			var answer map[string]any
+			if err := json.Unmarshal(r.body, &answer); err != nil {
+				t.Fatal(err)
+			}
+			var id string
+			_ = json.Unmarshal([]byte(tt.body), &struct{ ID *string }{&id})
+			looked := e.must("GET", "/orders/"+id, e.token("lookup", "lookup_order", id), "")
+			var stored map[string]any
+			if err := json.Unmarshal(looked.body, &stored); err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range []map[string]any{answer, stored} {
+				placed, _ := got["placed_at"].(string)
+				shipped, _ := got["shipped_at"].(string)
+				if placed != tt.placed || shipped != tt.shipped {
+					t.Errorf("placed_at %q, shipped_at %q, want %q and %q", placed, shipped, tt.placed, tt.shipped)
+				}
+			}
+		})
 	}
 }
 
@@ -387,12 +446,18 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestOpenValidates(t *testing.T) {
-	bad := orders.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json"}, Orders: []orders.Order{{ID: "O-1"}}}
-	if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
-		if srv != nil {
-			_ = srv.Close()
+	// Seeded at t0, an order shipped a day before without a placed_at
+	// would be placed after it shipped.
+	shippedFirst := orders.Order{ID: "O-2", Region: "EU", Customer: "c", Paid: 100, Status: "shipped", ShippedAt: t0.Add(-24 * time.Hour)}
+	for _, seed := range []orders.Order{{ID: "O-1"}, shippedFirst} {
+		bad := orders.Options{Options: simserver.Options{DataDir: t.TempDir(), JWKSURL: "http://127.0.0.1:1/jwks.json", Clock: simclock.New(t0)},
+			Orders: []orders.Order{seed}}
+		if srv, err := orders.Open(bad); err == nil || !errors.Is(err, orders.ErrInvalidOrder) {
+			if srv != nil {
+				_ = srv.Close()
+			}
+			t.Fatalf("Open with an invalid seed order %+v: %v", seed, err)
 		}
-		t.Fatalf("Open with an invalid seed order: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/sim/fault"
 	"github.com/countersign/countersign/executor/sim/simserver"
 )
@@ -54,19 +55,26 @@ var _ http.Handler = (*Server)(nil)
 // Open opens (creating and seeding if needed) the order system in
 // o.DataDir.
 func Open(o Options) (*Server, error) {
+	// Seed orders added without dates are dated when the file is seeded,
+	// and checked as they will be stored.
+	seeded := clock.Clock(clock.Wall{})
+	if o.Clock != nil {
+		seeded = o.Clock
+	}
+	now := seeded.Now()
 	srv, core, err := simserver.Open(o.Options, simserver.Spec{
 		Name:     "orders",
 		Title:    "order system",
 		FileName: FileName,
 		Validate: func() error {
 			for _, ord := range o.Orders {
-				if err := ord.validate(); err != nil {
+				if err := ord.dated(now).validate(); err != nil {
 					return fmt.Errorf("orders: Options.Orders: %w", err)
 				}
 			}
 			return nil
 		},
-		Init:          func(tx *bolt.Tx) error { return initialize(tx, o.Orders) },
+		Init:          func(tx *bolt.Tx) error { return initialize(tx, o.Orders, now) },
 		NoWrongAmount: true,
 	})
 	if err != nil {

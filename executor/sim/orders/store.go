@@ -37,6 +37,29 @@ type Order struct {
 	// and the lines' unit amounts, all in its minor unit (cents).
 	Currency string `json:"currency"`
 	Lines    []Line `json:"lines"`
+	// PlacedAt is when the order was placed: an order added without it
+	// was placed when it was added (by the order system's clock). An
+	// order added as shipped without a ShippedAt shipped when it was
+	// placed; one not shipped has none. Both are answered in RFC 3339,
+	// and an order stored before orders were dated is answered without.
+	PlacedAt  time.Time `json:"placed_at,omitzero"`
+	ShippedAt time.Time `json:"shipped_at,omitzero"`
+}
+
+// StatusShipped is the status of an order that has shipped.
+const StatusShipped = "shipped"
+
+// dated is o with the dates it was added without, at now, and every date
+// in UTC.
+func (o Order) dated(now time.Time) Order {
+	o.PlacedAt, o.ShippedAt = o.PlacedAt.UTC(), o.ShippedAt.UTC()
+	if o.PlacedAt.IsZero() {
+		o.PlacedAt = now.UTC()
+	}
+	if o.ShippedAt.IsZero() && o.Status == StatusShipped {
+		o.ShippedAt = o.PlacedAt
+	}
+	return o
 }
 
 // DefaultCurrency is the currency of an order added without one: the
@@ -68,6 +91,9 @@ func (o Order) validate() error {
 		return fmt.Errorf("%w: %s needs region, customer and status", ErrInvalidOrder, o.ID)
 	case o.Paid <= 0:
 		return fmt.Errorf("%w: %s: paid must be positive cents", ErrInvalidOrder, o.ID)
+	case !o.ShippedAt.IsZero() && o.ShippedAt.Before(o.PlacedAt):
+		return fmt.Errorf("%w: %s: shipped_at %s is before placed_at %s", ErrInvalidOrder, o.ID,
+			o.ShippedAt.Format(time.RFC3339), o.PlacedAt.Format(time.RFC3339))
 	}
 	var total int64
 	seen := map[string]bool{}
@@ -136,7 +162,7 @@ var (
 // A file written before references were keys gets its reference index
 // built from its shipments, once (the first shipment of a reference is
 // the one a repeated request answers).
-func initialize(tx *bolt.Tx, seed []Order) error {
+func initialize(tx *bolt.Tx, seed []Order, now time.Time) error {
 	unindexed := tx.Bucket(bucketReferences) == nil && tx.Bucket(bucketShipments) != nil
 	for _, b := range [][]byte{bucketOrders, bucketShipments, bucketReferences, bucketLineRefunds, bucketMeta} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -153,7 +179,7 @@ func initialize(tx *bolt.Tx, seed []Order) error {
 		return nil
 	}
 	for _, o := range seed {
-		if err := putOrder(tx, o); err != nil {
+		if err := putOrder(tx, o.dated(now)); err != nil {
 			return err
 		}
 	}
@@ -202,6 +228,7 @@ func (s *Server) Order(id string) (Order, error) {
 
 // PutOrder adds or replaces an order; created says which.
 func (s *Server) PutOrder(o Order) (created bool, err error) {
+	o = o.dated(s.core.Clock.Now())
 	if err := o.validate(); err != nil {
 		return false, err
 	}
