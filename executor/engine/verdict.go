@@ -76,7 +76,7 @@ func (e *Engine) decideOn(ctx context.Context, w store.Workflow, s store.Step, f
 	if !r.ok || r.off {
 		return v
 	}
-	v.in = policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: r.totals, Workflow: r.run}
+	v.in = policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: r.totals, Workflow: r.run, Now: r.now}
 	res, err := e.policy.Decide(ctx, v.in)
 	v.result, v.ok = res, err == nil
 	return v

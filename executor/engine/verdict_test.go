@@ -74,3 +74,37 @@ func TestASlowEvaluationBlocksNoOtherWorkflowAndAStaleVerdictIsDecidedAgain(t *t
 		t.Fatalf("W1 after W2 spent the order's auto headroom: %s (%s, rule %s), want waiting_approval", s.Status, s.Note, s.Rule)
 	}
 }
+
+// counting is the harness's policy counting its evaluations.
+type counting struct {
+	*policy.Engine
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *counting) Decide(ctx context.Context, in policy.Input) (policy.Result, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.Engine.Decide(ctx, in)
+}
+
+// With nothing changing between them, the verdict made outside the writer
+// is the decision: the policy is asked once per call, not again inside
+// (the input built outside is the one the writer builds, now included).
+func TestAnUncontendedCallAsksThePolicyOnce(t *testing.T) {
+	h := newHarness(t, engine.DefaultControls())
+	p := &counting{Engine: h.pol}
+	c := h.control
+	h.eng = engine.New(engine.Options{Store: h.db, Policy: p, Systems: h.sys, Clock: h.clock, Controls: &c})
+	h.workflow("rep-ana", "W1")
+	for i, amount := range []string{"1500", "2500"} {
+		s, err := h.eng.Propose(context.Background(), person("rep-ana"), "W1", tool.IssueRefund, []byte(`{"order":"O-1001","amount":`+amount+`}`))
+		if err != nil || s.Status != store.StepDone {
+			t.Fatalf("refund %s: %s, %v", amount, s.Status, err)
+		}
+		if p.calls != i+1 {
+			t.Errorf("after %d calls the policy was asked %d times, want %d", i+1, p.calls, i+1)
+		}
+	}
+}
