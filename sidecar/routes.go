@@ -664,6 +664,16 @@ const (
 )
 
 func (s *Server) decisions(c echo.Context) error {
+	ndjson, err := format(c)
+	if err != nil {
+		return err
+	}
+	if ndjson {
+		return s.streamDecisions(c)
+	}
+	if err := onlyStreamed(c, "from", "rep", "rule"); err != nil {
+		return err
+	}
 	f, limit, err := decisionQuery(c)
 	if err != nil {
 		return err
@@ -711,6 +721,16 @@ func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error
 // does not parse is a 400 invalid_query that names it, as for the
 // decision log.
 func (s *Server) auditList(c echo.Context) error {
+	ndjson, err := format(c)
+	if err != nil {
+		return err
+	}
+	if ndjson {
+		return s.streamAudit(c)
+	}
+	if err := onlyStreamed(c, "from", "since", "until", "workflow", "rep", "rule"); err != nil {
+		return err
+	}
 	limit := 0
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
