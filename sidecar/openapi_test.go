@@ -221,14 +221,64 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	}
 }
 
-// responseSchema returns a response's one schema, whatever its media type.
+// responseSchema returns a response's schema: its JSON one, or its one
+// schema whatever its media type. A stream's lines (application/x-ndjson)
+// beside a JSON answer are TestOpenAPIMatchesStreams's.
 func responseSchema(root map[string]any, resp any) map[string]any {
 	content, _ := resolve(root, resp)["content"].(map[string]any)
+	if media, ok := content["application/json"].(map[string]any); ok {
+		s, _ := media["schema"].(map[string]any)
+		return s
+	}
 	for _, media := range content {
 		s, _ := media.(map[string]any)["schema"].(map[string]any)
 		return s
 	}
 	return nil
+}
+
+// streamed maps each response that streams (application/x-ndjson) to the
+// Go type of one of its lines.
+var streamed = map[string]reflect.Type{
+	"listAudit 200":     typeOf[client.AuditRecord](),
+	"listDecisions 200": typeOf[client.Decision](),
+}
+
+// Every streamed response's line schema lists exactly the JSON fields of
+// the type each line is written from.
+func TestOpenAPIMatchesStreams(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal(openAPI, &root); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ops := range root["paths"].(map[string]any) {
+		for _, op := range ops.(map[string]any) {
+			op := op.(map[string]any)
+			id, _ := op["operationId"].(string)
+			for status, resp := range op["responses"].(map[string]any) {
+				content, _ := resolve(root, resp)["content"].(map[string]any)
+				media, ok := content["application/x-ndjson"].(map[string]any)
+				if !ok {
+					continue
+				}
+				key := id + " " + status
+				seen[key] = true
+				typ, listed := streamed[key]
+				schema, _ := media["schema"].(map[string]any)
+				if !listed || schema == nil {
+					t.Errorf("%s: a stream without a schema, or not in the streamed table", key)
+					continue
+				}
+				compareSchema(t, root, key+" line", schema, typ)
+			}
+		}
+	}
+	for key := range streamed {
+		if !seen[key] {
+			t.Errorf("%s: in the streamed table but streams nothing in openapi.json", key)
+		}
+	}
 }
 
 // resolve follows a $ref to its node.
