@@ -115,6 +115,7 @@ var answers = map[string]reflect.Type{
 	"resumeWorkflow 200":          typeOf[client.Workflow](),
 	"ratifyStep 200":              typeOf[client.Approval](),
 	"reverseStep 200":             typeOf[client.Step](),
+	"getStepEvidence 200":         typeOf[client.Evidence](),
 	"listApprovals 200":           typeOf[client.ApprovalList](),
 	"getApproval 200":             typeOf[client.Approval](),
 	"approveApproval 200":         typeOf[client.Approval](),
@@ -299,15 +300,19 @@ func resolve(root map[string]any, v any) map[string]any {
 	return m
 }
 
-// properties returns the properties of a schema, merged over allOf; nil
+// properties returns the properties of a schema, merged over allOf and
+// oneOf; nil
 // when it names none.
 func properties(root map[string]any, schema map[string]any) map[string]any {
 	var out map[string]any
 	if p, ok := schema["properties"].(map[string]any); ok {
 		out = maps.Clone(p)
 	}
+	// allOf merges; a oneOf of an object and null (a nullable object) is
+	// the object's properties.
 	all, _ := schema["allOf"].([]any)
-	for _, part := range all {
+	one, _ := schema["oneOf"].([]any)
+	for _, part := range slices.Concat(all, one) {
 		for k, v := range properties(root, resolve(root, part)) {
 			if out == nil {
 				out = map[string]any{}

@@ -64,6 +64,7 @@ func (s *Server) routes() {
 	// rules decide who may, as for an approval.
 	v1.POST("/workflows/:id/steps/:n/ratify", lead(s.ratify))
 	v1.POST("/workflows/:id/steps/:n/reverse", lead(s.reverse))
+	v1.GET("/workflows/:id/steps/:n/evidence", anyone(s.evidence))
 
 	v1.GET("/approvals", lead(s.listApprovals))
 	v1.GET("/approvals/:id", anyone(s.getApproval))
