@@ -301,8 +301,7 @@ func resolve(root map[string]any, v any) map[string]any {
 }
 
 // properties returns the properties of a schema, merged over allOf and
-// oneOf; nil
-// when it names none.
+// oneOf; nil when it names none.
 func properties(root map[string]any, schema map[string]any) map[string]any {
 	var out map[string]any
 	if p, ok := schema["properties"].(map[string]any); ok {
