@@ -83,7 +83,7 @@ func newVerdict(ev evidence.Evidence) client.EvidenceVerification {
 	case v.OK:
 		v.Text = fmt.Sprintf("the chain verifies through position %d, the last of the step's %d records; it breaks later, at position %d: %s", *v.Through, len(ev.Records), v.Broken.Index, v.Broken.Reason)
 	default:
-		v.Text = fmt.Sprintf("NOT PROVEN: the chain breaks at position %d, at or before the step's records (through %d): %s", v.Broken.Index, *v.Through, v.Broken.Reason)
+		v.Text = fmt.Sprintf("the chain breaks at position %d, at or before the step's records (through %d): %s", v.Broken.Index, *v.Through, v.Broken.Reason)
 	}
 	return v
 }

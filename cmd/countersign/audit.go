@@ -30,7 +30,7 @@ func newAuditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Check the hash-chained audit log",
 	}
-	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd(), newAuditExplainCmd())
 	return cmd
 }
 

@@ -126,3 +126,77 @@ func TestExportFlagsSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// audit explain answers every question for a refund a lead approved and
+// for one the policy denied, over the sidecar's socket, in words and as
+// JSON; a call the token may not see is not found (exit 2).
+func TestAuditExplain(t *testing.T) {
+	st, err := devstack.Start(context.Background(), devstack.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	seedDecisions(t, st) // W1/2: $60.00 on O-1002 waits for a lead; W2/2: $150.00 on O-1001 denied
+	_, body := apiCall(t, st, "GET", "/v1/workflows/W1", "rep-ana", nil)
+	var w struct {
+		Steps []struct {
+			Approval *struct {
+				ID string `json:"id"`
+			} `json:"approval"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil || len(w.Steps) < 2 || w.Steps[1].Approval == nil {
+		t.Fatalf("W1: %v %s", err, body)
+	}
+	if status, b := apiCall(t, st, "POST", "/v1/approvals/"+w.Steps[1].Approval.ID+"/approve", "lead-dee", map[string]string{"comment": "loyal customer"}); status != 200 {
+		t.Fatalf("approve: %d %s", status, b)
+	}
+	if status, b := apiCall(t, st, "POST", "/v1/workflows/W1/resume", "rep-ana", nil); status != 200 {
+		t.Fatalf("resume: %d %s", status, b)
+	}
+	remote := []string{"--sidecar", st.Endpoints.Sidecar, "--token-file", tokenFile(t, st, "rep-ana")}
+
+	out, err := runCmd(t, append([]string{"audit", "explain", "W1/2"}, remote...)...)
+	if err != nil {
+		t.Fatalf("explain W1/2: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"issue_refund O-1002 $60.00", "done", "rep-ana, ticket T-W1", "REQUIRE_APPROVAL by rule R7-refund-needs-approval",
+		"revision p1, digest ", "by lead-dee", `"loyal customer"`, "(the call's own)", "entry ", "$60.00",
+		"position ", "decision by rep-ana", "approval by lead-dee", "dispatch by engine", "result by engine", "PROVEN: the chain verifies from its first record through position",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain W1/2 does not say %q:\n%s", want, out)
+		}
+	}
+
+	out, err = runCmd(t, append([]string{"audit", "explain", "W2/2", "--json"}, remote...)...)
+	if err != nil {
+		t.Fatalf("explain W2/2: %v\n%s", err, out)
+	}
+	var ev struct {
+		Policy struct {
+			Decision, Rule, Digest string
+			Input                  map[string]any
+		}
+		Approval     *struct{}
+		Effect       *struct{}
+		Records      []struct{ Kind string }
+		Verification struct{ OK bool }
+	}
+	if err := json.Unmarshal([]byte(out), &ev); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if ev.Policy.Decision != "DENY" || ev.Policy.Rule == "" || ev.Policy.Digest == "" || ev.Policy.Input == nil ||
+		ev.Approval != nil || ev.Effect != nil || len(ev.Records) == 0 || ev.Records[0].Kind != "decision" || !ev.Verification.OK {
+		t.Errorf("explain W2/2 --json: %+v", ev)
+	}
+
+	ben := []string{"--sidecar", st.Endpoints.Sidecar, "--token-file", tokenFile(t, st, "rep-ben")}
+	if _, err := runCmd(t, append([]string{"audit", "explain", "W1/2"}, ben...)...); exitCode(err) != 2 || !strings.Contains(err.Error(), "not_found") {
+		t.Errorf("another rep's explain: exit %d, %v; want 2 and not_found", exitCode(err), err)
+	}
+	if _, err := runCmd(t, append([]string{"audit", "explain", "W1"}, remote...)...); exitCode(err) != 2 || !strings.Contains(err.Error(), "WORKFLOW/STEP") {
+		t.Errorf("explain W1: %v, want the form WORKFLOW/STEP", err)
+	}
+}
