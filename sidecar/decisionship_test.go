@@ -3,10 +3,13 @@ package sidecar_test
 import (
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
 
 	"github.com/countersign/countersign/cmd/devstack"
 )
@@ -22,9 +25,24 @@ func TestDecisionsAreShippedToTheDecisionLogURL(t *testing.T) {
 			t.Errorf("not gzip: %v", err)
 			return
 		}
+		raw, err := io.ReadAll(zr)
+		if err != nil {
+			t.Errorf("not gzip: %v", err)
+		}
 		var batch []map[string]any
-		if err := json.NewDecoder(zr).Decode(&batch); err != nil {
+		if err := json.Unmarshal(raw, &batch); err != nil {
 			t.Errorf("not a JSON array: %v", err)
+		}
+		// OPA's own type for an event reads each the same.
+		var opa []logs.EventV1
+		if err := json.Unmarshal(raw, &opa); err != nil || len(opa) != len(batch) {
+			t.Errorf("as OPA's decision-log events: %v", err)
+		}
+		for i, ev := range opa {
+			if ev.DecisionID == "" || ev.Labels["id"] == "" || ev.Labels["version"] == "" || ev.RequestedBy != "rep-ana" ||
+				ev.Bundles["countersign"].Revision != "p1" || ev.Input == nil || ev.Result == nil || ev.Timestamp.IsZero() {
+				t.Errorf("event %d as OPA reads it: %+v", i, ev)
+			}
 		}
 		for _, e := range batch {
 			events <- e

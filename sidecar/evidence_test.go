@@ -113,11 +113,21 @@ func TestEvidenceOfAnApprovedRefund(t *testing.T) {
 
 // A denied refund: the policy and its rule, no approval, no effect, and
 // the records of the decision and its end.
+// On a fleet the same, once the sequencer has chained the records: before,
+// the verdict counts them as pending.
 func TestEvidenceOfADeniedRefund(t *testing.T) {
-	e := start(t, devstack.Options{})
+	backends(t, testEvidenceOfADeniedRefund)
+}
+
+func testEvidenceOfADeniedRefund(t *testing.T, o devstack.Options) {
+	e := start(t, o)
 	e.open(t, "rep-ana", "W2")
 	r, _ := e.propose(t, "rep-ana", "W2", "issue_refund", refund("O-1001", 15000))
 	r.want(t, http.StatusForbidden, "")
+	if v := e.evidenceOf(t, "rep-ana", "W2", 1).Verification; !v.OK && v.Pending == 0 {
+		t.Errorf("before sequencing: %+v; want proven, or its records counted pending", v)
+	}
+	e.sequenced(t)
 	ev := e.evidenceOf(t, "rep-ana", "W2", 1)
 	if p := ev.Policy; p == nil || p.Decision != "DENY" || p.Rule == "" || p.Digest == "" || len(p.Input) == 0 || p.Decisions != 1 {
 		t.Fatalf("policy %+v, want the one DENY with its rule, digest and input", p)
