@@ -28,8 +28,9 @@
 // # Batches, retries, the bounded buffer
 //
 // [Shipper.Ship] only appends to an in-memory buffer and returns; one
-// goroutine sends. It sends a batch when BatchSize events wait, or
-// FlushEvery after the oldest of them arrived, whichever is first. A batch
+// goroutine sends. It sends what waits, in batches of at most BatchSize,
+// as soon as BatchSize events wait and otherwise every FlushEvery, so an
+// event waits at most FlushEvery while the sink takes batches. A batch
 // the sink does not take (a network error, a timeout, any non-2xx answer)
 // is sent again, the same events in the same order, after FirstBackoff,
 // doubling up to MaxBackoff, for as long as it takes: like OPA, the
@@ -43,6 +44,10 @@
 // log exactly when something is wrong). Ship never waits: a decision is
 // never held up by its log's sink. The newest events are the ones kept
 // because a sink that comes back is most useful with the present.
+//
+// On a fleet each sidecar ships the decisions it made itself (the engine
+// tells its own observer), so no decision is shipped twice by two
+// sidecars; labels.id tells the sidecars apart.
 //
 // # What a sink may miss, and where the truth is
 //

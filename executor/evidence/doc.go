@@ -24,6 +24,15 @@
 // the break all the same. A step whose records a fleet has not chained
 // yet (audit.Sequence) is not proven yet: the verdict says how many wait.
 //
+// # What it costs
+//
+// An answer reads the whole chain twice: once for the positions of the
+// step's records (one read transaction with the workflow, the step, its
+// decisions and approval), once for audit.Verify's verdict, which is what
+// GET /v1/audit/verify reads. Positions are counts from the chain's
+// start, and a verdict through a record needs every link before it: an
+// index by workflow would save the first walk, not the second.
+//
 // The chain alone does not show a whole chain rewritten by whoever holds
 // the store; what anchors it outside is a signed checkpoint, which this
 // answer does not name until the store keeps checkpoints to name.
