@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,11 +140,20 @@ func (e *Evidence) readEffect() error {
 // readRecords walks the chain for the step's records and the pending
 // records for those not chained yet. A record that does not decode is
 // passed over here: Verify reports it as the break it is.
+//
+// Only a record whose bytes name the workflow is decoded: a stored record
+// is compact JSON and a workflow id needs no escaping, so the record of a
+// step holds "workflow":"<id>" as it is, and the walk skips the others
+// without parsing them.
 func (e *Evidence) readRecords(tx *store.Tx) error {
 	pos := 0
+	mark := []byte(`"workflow":"` + e.Workflow.ID + `"`)
 	err := tx.EachAudit(func(_, value []byte) error {
 		at := pos
 		pos++
+		if !bytes.Contains(value, mark) {
+			return nil
+		}
 		r, err := audit.Decode(value)
 		if err == nil && e.about(r) {
 			e.Records = append(e.Records, Record{Position: at, Record: r})
