@@ -116,6 +116,7 @@ var answers = map[string]reflect.Type{
 	"resumeWorkflow 200":          typeOf[client.Workflow](),
 	"ratifyStep 200":              typeOf[client.Approval](),
 	"reverseStep 200":             typeOf[client.Step](),
+	"getStepEvidence 200":         typeOf[client.Evidence](),
 	"listApprovals 200":           typeOf[client.ApprovalList](),
 	"getApproval 200":             typeOf[client.Approval](),
 	"approveApproval 200":         typeOf[client.Approval](),
@@ -222,14 +223,64 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	}
 }
 
-// responseSchema returns a response's one schema, whatever its media type.
+// responseSchema returns a response's schema: its JSON one, or its one
+// schema whatever its media type. A stream's lines (application/x-ndjson)
+// beside a JSON answer are TestOpenAPIMatchesStreams's.
 func responseSchema(root map[string]any, resp any) map[string]any {
 	content, _ := resolve(root, resp)["content"].(map[string]any)
+	if media, ok := content["application/json"].(map[string]any); ok {
+		s, _ := media["schema"].(map[string]any)
+		return s
+	}
 	for _, media := range content {
 		s, _ := media.(map[string]any)["schema"].(map[string]any)
 		return s
 	}
 	return nil
+}
+
+// streamed maps each response that streams (application/x-ndjson) to the
+// Go type of one of its lines.
+var streamed = map[string]reflect.Type{
+	"listAudit 200":     typeOf[client.AuditRecord](),
+	"listDecisions 200": typeOf[client.Decision](),
+}
+
+// Every streamed response's line schema lists exactly the JSON fields of
+// the type each line is written from.
+func TestOpenAPIMatchesStreams(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal(openAPI, &root); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ops := range root["paths"].(map[string]any) {
+		for _, op := range ops.(map[string]any) {
+			op := op.(map[string]any)
+			id, _ := op["operationId"].(string)
+			for status, resp := range op["responses"].(map[string]any) {
+				content, _ := resolve(root, resp)["content"].(map[string]any)
+				media, ok := content["application/x-ndjson"].(map[string]any)
+				if !ok {
+					continue
+				}
+				key := id + " " + status
+				seen[key] = true
+				typ, listed := streamed[key]
+				schema, _ := media["schema"].(map[string]any)
+				if !listed || schema == nil {
+					t.Errorf("%s: a stream without a schema, or not in the streamed table", key)
+					continue
+				}
+				compareSchema(t, root, key+" line", schema, typ)
+			}
+		}
+	}
+	for key := range streamed {
+		if !seen[key] {
+			t.Errorf("%s: in the streamed table but streams nothing in openapi.json", key)
+		}
+	}
 }
 
 // resolve follows a $ref to its node.
@@ -250,15 +301,18 @@ func resolve(root map[string]any, v any) map[string]any {
 	return m
 }
 
-// properties returns the properties of a schema, merged over allOf; nil
-// when it names none.
+// properties returns the properties of a schema, merged over allOf and
+// oneOf; nil when it names none.
 func properties(root map[string]any, schema map[string]any) map[string]any {
 	var out map[string]any
 	if p, ok := schema["properties"].(map[string]any); ok {
 		out = maps.Clone(p)
 	}
+	// allOf merges; a oneOf of an object and null (a nullable object) is
+	// the object's properties.
 	all, _ := schema["allOf"].([]any)
-	for _, part := range all {
+	one, _ := schema["oneOf"].([]any)
+	for _, part := range slices.Concat(all, one) {
 		for k, v := range properties(root, resolve(root, part)) {
 			if out == nil {
 				out = map[string]any{}
@@ -374,13 +428,15 @@ func TestOpenAPIMatchesRequests(t *testing.T) {
 // notBodies are the struct types of package client that are no body of
 // the API, and why.
 var notBodies = map[string]string{
-	"Client":        "the client itself",
-	"Activation":    "which of two answers an activation got (Bundle, AwaitingBundle), never JSON",
-	"WorkflowQuery": "query parameters",
-	"ApprovalQuery": "query parameters",
-	"DecisionQuery": "query parameters",
-	"AuditQuery":    "query parameters",
-	"UploadOptions": "query parameters",
+	"Client":         "the client itself",
+	"Activation":     "which of two answers an activation got (Bundle, AwaitingBundle), never JSON",
+	"WorkflowQuery":  "query parameters",
+	"ApprovalQuery":  "query parameters",
+	"DecisionQuery":  "query parameters",
+	"AuditQuery":     "query parameters",
+	"AuditExport":    "query parameters",
+	"DecisionExport": "query parameters",
+	"UploadOptions":  "query parameters",
 }
 
 // Every struct type package client declares is a body the document

@@ -64,6 +64,7 @@ func (s *Server) routes() {
 	// rules decide who may, as for an approval.
 	v1.POST("/workflows/:id/steps/:n/ratify", lead(s.ratify))
 	v1.POST("/workflows/:id/steps/:n/reverse", lead(s.reverse))
+	v1.GET("/workflows/:id/steps/:n/evidence", anyone(s.evidence))
 
 	v1.GET("/approvals", lead(s.listApprovals))
 	v1.GET("/approvals/:id", anyone(s.getApproval))
@@ -675,6 +676,16 @@ const (
 )
 
 func (s *Server) decisions(c echo.Context) error {
+	ndjson, err := format(c)
+	if err != nil {
+		return err
+	}
+	if ndjson {
+		return s.streamDecisions(c)
+	}
+	if err := onlyStreamed(c, "from", "rep", "rule"); err != nil {
+		return err
+	}
 	f, limit, err := decisionQuery(c)
 	if err != nil {
 		return err
@@ -722,6 +733,16 @@ func decisionQuery(c echo.Context) (f store.DecisionFilter, limit int, err error
 // does not parse is a 400 invalid_query that names it, as for the
 // decision log.
 func (s *Server) auditList(c echo.Context) error {
+	ndjson, err := format(c)
+	if err != nil {
+		return err
+	}
+	if ndjson {
+		return s.streamAudit(c)
+	}
+	if err := onlyStreamed(c, "from", "since", "until", "workflow", "rep", "rule"); err != nil {
+		return err
+	}
 	limit := 0
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)

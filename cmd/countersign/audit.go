@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/cmd/stack"
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 // Exit codes of audit verify: like diff and grep, 1 is the answer "no" and
@@ -29,7 +30,7 @@ func newAuditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Check the hash-chained audit log",
 	}
-	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd(), newAuditExplainCmd())
 	return cmd
 }
 
@@ -61,46 +62,74 @@ func newAuditExportCmd() *cobra.Command {
 	var (
 		data, out string
 		timeout   time.Duration
+		remote    remoteFlags
+		q         client.AuditExport
+		since     string
+		until     string
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data DIR [-o FILE]",
+		Use:   "export (--data DIR | --sidecar URL --token-file F [filters]) [-o FILE]",
 		Short: "Write the audit log as NDJSON, one record per line with its prev and hash",
-		Long: `Write every record of the audit log in DIR/sidecar.db, oldest first, as
-NDJSON: one JSON object per line, exactly as GET /v1/audit answers it (id,
-at, kind, actor, the record's fields and detail, prev and hash). A reviewer
-can recompute each hash from the record and follow the chain from prev to
-prev; countersign audit verify does both.`,
+		Long: `Write every record of the audit log, oldest first, as NDJSON: one JSON
+object per line, exactly as GET /v1/audit answers it (id, at, kind, actor,
+the record's fields and detail, prev and hash). A reviewer can recompute
+each hash from the record and follow the chain from prev to prev;
+countersign audit verify does both.
+
+With --data DIR it reads DIR/sidecar.db, which a running sidecar holds
+locked. With --sidecar URL and an operator's --token-file it streams
+GET /v1/audit?format=ndjson from the running sidecar instead (on a fleet,
+from any of its sidecars), and takes filters: --from (a chain position,
+from 0), --since and --until (RFC 3339), --workflow, --rep, --rule. A
+filtered export is a selection, not a chain: verify the whole one.`,
 		Example: `  countersign audit export --data /tmp/cs > audit.ndjson
-  countersign audit export --data /tmp/cs -o audit.ndjson`,
+  countersign audit export --sidecar http://127.0.0.1:8080 --token-file ops.jwt -o audit.ndjson
+  countersign audit export --sidecar http://127.0.0.1:8080 --token-file ops.jwt --workflow W1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openStopped(data, timeout, "GET /v1/audit")
-			if err != nil {
-				return err
+			filtered := q.From > 0 || since != "" || until != "" || q.Workflow != "" || q.Rep != "" || q.Rule != ""
+			switch {
+			case data != "" && remote.set():
+				return errors.New("--data and --sidecar: choose one; --data reads a stopped sidecar's files, --sidecar asks a running one")
+			case data != "" && filtered:
+				return errors.New("--from, --since, --until, --workflow, --rep and --rule select from a running sidecar's export (--sidecar); with --data the whole log is written")
+			case data == "" && !remote.set():
+				return errors.New("say where the log is: --data DIR (a stopped sidecar's data directory) or --sidecar URL --token-file F (a running one, with an operator's token)")
 			}
-			defer db.Close()
-			w := cmd.OutOrStdout()
-			if out != "" {
-				f, err := os.Create(out)
+			if data != "" {
+				db, err := openStopped(data, timeout, "countersign audit export --sidecar URL --token-file F")
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				w = f
+				defer db.Close()
+				return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) { return exportAudit(db, w) })
 			}
-			n, err := exportAudit(db, w)
+			var err error
+			if q.Since, err = flagTime("since", since); err != nil {
+				return err
+			}
+			if q.Until, err = flagTime("until", until); err != nil {
+				return err
+			}
+			c, err := remote.client()
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d audit records to %s\n", n, out)
-			}
-			return nil
+			return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) {
+				return c.ExportAudit(cmd.Context(), q, w)
+			})
 		},
 	}
-	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
+	cmd.Flags().StringVar(&data, "data", "", "the stopped sidecar's data directory (holds sidecar.db)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
 	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
+	remote.add(cmd.Flags(), "an operator's")
+	cmd.Flags().Uint64Var(&q.From, "from", 0, "with --sidecar: start at this chain position (from 0)")
+	cmd.Flags().StringVar(&since, "since", "", "with --sidecar: only records at or after this RFC 3339 time")
+	cmd.Flags().StringVar(&until, "until", "", "with --sidecar: only records before this RFC 3339 time")
+	cmd.Flags().StringVar(&q.Workflow, "workflow", "", "with --sidecar: only this workflow's records")
+	cmd.Flags().StringVar(&q.Rep, "rep", "", "with --sidecar: only the records of this rep's workflows, and those the rep made")
+	cmd.Flags().StringVar(&q.Rule, "rule", "", "with --sidecar: only the decision records of this rule")
 	return cmd
 }
 

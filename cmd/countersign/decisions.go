@@ -3,15 +3,16 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/store"
+	"github.com/countersign/countersign/sidecar/client"
 )
 
 func newDecisionsCmd() *cobra.Command {
@@ -25,66 +26,76 @@ func newDecisionsCmd() *cobra.Command {
 
 func newDecisionsExportCmd() *cobra.Command {
 	var (
-		data, since, until, workflow, out string
-		timeout                           time.Duration
+		data, since, until, out string
+		timeout                 time.Duration
+		remote                  remoteFlags
+		q                       client.DecisionExport
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data DIR [--since T] [--until T] [--workflow W] [-o FILE]",
-		Short: "Write the decision log in DIR/sidecar.db as NDJSON in OPA's decision-log shape",
-		Long: `Write the decisions a stopped sidecar logged in DIR/sidecar.db, oldest first,
-one JSON object a line, in the shape of OPA's decision log: decision_id,
-timestamp, path, input (the document the policy evaluated), result and
-bundles.countersign (revision and digest), with the workflow, step and rule
-beside them: the same records GET /v1/decisions answers, which tools that
-read OPA decision logs accept.
+		Use:   "export (--data DIR | --sidecar URL --token-file F) [--since T] [--until T] [--workflow W] [-o FILE]",
+		Short: "Write the decision log as NDJSON in OPA's decision-log shape",
+		Long: `Write the decisions a sidecar logged, oldest first, one JSON object a line,
+in the shape of OPA's decision log: decision_id, timestamp, path, input (the
+document the policy evaluated), result and bundles.countersign (revision
+and digest), with the workflow, step and rule beside them: the same records
+GET /v1/decisions answers, which tools that read OPA decision logs accept.
 
 --since and --until (RFC 3339) bound the decisions' times, --since
-inclusive and --until exclusive; --workflow keeps one workflow's. The
-sidecar must be stopped (it holds the store's lock); while it runs, page
-through GET /v1/decisions instead.`,
+inclusive and --until exclusive; --workflow keeps one workflow's. With
+--data DIR it reads a stopped sidecar's DIR/sidecar.db (a running one holds
+its lock). With --sidecar URL and an operator's or a lead's --token-file
+it streams GET /v1/decisions?format=ndjson from the running sidecar
+instead, and also takes --from (a decision's seq), --rep and --rule.`,
 		Example: `  countersign decisions export --data /tmp/cs > decisions.ndjson
-  countersign decisions export --data /tmp/cs --since 2026-11-29T00:00:00Z -o day.ndjson`,
+  countersign decisions export --data /tmp/cs --since 2026-11-29T00:00:00Z -o day.ndjson
+  countersign decisions export --sidecar http://127.0.0.1:8080 --token-file ops.jwt --rule R7-refund-needs-approval`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := store.DecisionFilter{Workflow: workflow}
 			var err error
-			if f.Since, err = flagTime("since", since); err != nil {
+			if q.Since, err = flagTime("since", since); err != nil {
 				return err
 			}
-			if f.Until, err = flagTime("until", until); err != nil {
+			if q.Until, err = flagTime("until", until); err != nil {
 				return err
 			}
-			db, err := openStopped(data, timeout, "GET /v1/decisions")
+			switch {
+			case data != "" && remote.set():
+				return errors.New("--data and --sidecar: choose one; --data reads a stopped sidecar's files, --sidecar asks a running one")
+			case data != "" && (q.From > 0 || q.Rep != "" || q.Rule != ""):
+				return errors.New("--from, --rep and --rule select from a running sidecar's export (--sidecar); with --data use --since, --until and --workflow")
+			case data == "" && !remote.set():
+				return errors.New("say where the log is: --data DIR (a stopped sidecar's data directory) or --sidecar URL --token-file F (a running one)")
+			}
+			if data == "" {
+				c, err := remote.client()
+				if err != nil {
+					return err
+				}
+				return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "decisions", func(w io.Writer) (int, error) {
+					return c.ExportDecisionLog(cmd.Context(), q, w)
+				})
+			}
+			db, err := openStopped(data, timeout, "countersign decisions export --sidecar URL --token-file F, or GET /v1/decisions?format=ndjson")
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if out == "" {
-				_, err := exportDecisions(db, f, cmd.OutOrStdout())
-				return err
-			}
-			file, err := os.Create(out)
-			if err != nil {
-				return err
-			}
-			n, err := exportDecisions(db, f, file)
-			if cerr := file.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(out) // no half an export under the name asked for
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d decisions to %s\n", n, out)
-			return err
+			f := store.DecisionFilter{Workflow: q.Workflow, Since: q.Since, Until: q.Until}
+			return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "decisions", func(w io.Writer) (int, error) {
+				return exportDecisions(db, f, w)
+			})
 		},
 	}
-	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
+	cmd.Flags().StringVar(&data, "data", "", "the stopped sidecar's data directory (holds sidecar.db)")
 	cmd.Flags().StringVar(&since, "since", "", "only decisions made at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&until, "until", "", "only decisions made before this RFC 3339 time")
-	cmd.Flags().StringVar(&workflow, "workflow", "", "only this workflow's decisions")
+	cmd.Flags().StringVar(&q.Workflow, "workflow", "", "only this workflow's decisions")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
 	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
+	remote.add(cmd.Flags(), "an operator's or a lead's")
+	cmd.Flags().Uint64Var(&q.From, "from", 0, "with --sidecar: start at the decision with this seq")
+	cmd.Flags().StringVar(&q.Rep, "rep", "", "with --sidecar: only the decisions on this rep's calls")
+	cmd.Flags().StringVar(&q.Rule, "rule", "", "with --sidecar: only the decisions of this rule")
 	return cmd
 }
 

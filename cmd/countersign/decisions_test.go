@@ -202,7 +202,7 @@ func TestDecisionsExportRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no data", []string{"export"}, "--data DIR is required"},
+		{"no data", []string{"export"}, "say where the log is: --data DIR"},
 		{"not a data dir", []string{"export", "--data", t.TempDir()}, "no sidecar.db in"},
 		{"a since that is not a time", []string{"export", "--data", t.TempDir(), "--since", "yesterday"}, `--since "yesterday" is not an RFC 3339 time`},
 		{"an until that is not a time", []string{"export", "--data", t.TempDir(), "--until", "2026-11-29"}, `--until "2026-11-29" is not an RFC 3339 time`},

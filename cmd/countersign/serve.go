@@ -58,6 +58,8 @@ type serveFlags struct {
 	// notifySecretFile.
 	notifyWebhook    string
 	notifySecretFile string
+	// decisionLogURL gets every decision in OPA's decision-log format.
+	decisionLogURL string
 	// oidcIssuer, oidcClientID and oidcSecretFile sign leads in to the
 	// page.
 	oidcIssuer     string
@@ -148,7 +150,14 @@ it (approved, rejected, expired, void, used), is posted to URL as JSON
 whose text field Slack-compatible incoming webhooks display, signed in the
 Countersign-Signature header with the secret in
 --notify-webhook-secret-file. Its link to the lead's page starts with
---public-url (default the sidecar's own address).`,
+--public-url (default the sidecar's own address).
+
+With --decision-log-url URL every decision is also shipped to URL as OPA's
+decision-log plugin ships its own (a gzip-compressed JSON array of events
+with decision_id, path, input, result, bundles, labels and requested_by),
+in batches, retried until the sink takes them; a sink that stays down
+costs the oldest buffered events (countersign_decision_logs_dropped_total),
+never a call.`,
 		Example: `  countersign serve --dev --data /tmp/cs
   curl -s -H "Authorization: Bearer $(jq -r '."rep-ana"' /tmp/cs/dev-tokens.json)" \
     "$(jq -r .sidecar /tmp/cs/dev-endpoints.json)/v1/tools"`,
@@ -187,6 +196,8 @@ Countersign-Signature header with the secret in
 		"URL to POST each approval requested and each decision on it to (JSON with a Slack-compatible text field), signed with --notify-webhook-secret-file")
 	cmd.Flags().StringVar(&f.notifySecretFile, "notify-webhook-secret-file", "",
 		"file holding the secret the notices are signed with (HMAC-SHA256, header Countersign-Signature); the receiver keeps the same (required with --notify-webhook)")
+	cmd.Flags().StringVar(&f.decisionLogURL, "decision-log-url", "",
+		"URL to POST every decision to in OPA's decision-log format (gzip JSON array, batched, retried), for the tools that read OPA's decision logs")
 	cmd.Flags().StringVar(&f.oidcIssuer, "oidc-issuer", "",
 		"the lead page's sign-in: the OpenID Connect provider's issuer URL (its discovery document is read at start; without --dev)")
 	cmd.Flags().StringVar(&f.oidcClientID, "oidc-client-id", "", "with --oidc-issuer: this sidecar's client id at the provider")
@@ -456,6 +467,7 @@ func (f serveFlags) loadBundle() (*policy.Bundle, error) {
 func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h testHooks, p prepared) (closer, error) {
 	opts := p.opts
 	opts.NotifyWebhook, opts.NotifyWebhookSecret = f.notifyWebhook, p.notifySecret
+	opts.DecisionLogURL = f.decisionLogURL
 	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, p.bundle, true
 	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
 	opts.DispatchTokenTTL, opts.ReceiverClockSkew = f.tokenTTL, f.skew
@@ -477,6 +489,7 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 		MCPAllowedOrigins: f.mcpOrigins, PublicURL: f.publicURL,
 		DispatchTokenTTL: f.tokenTTL, ReceiverClockSkew: f.skew,
 		NotifyWebhook: f.notifyWebhook, NotifyWebhookSecret: p.notifySecret,
+		DecisionLogURL: f.decisionLogURL,
 	})
 	if err != nil {
 		return nil, err

@@ -91,6 +91,8 @@ type Options struct {
 	// NotifyWebhook and NotifyWebhookSecret: see stack.Options.
 	NotifyWebhook       string
 	NotifyWebhookSecret []byte
+	// DecisionLogURL: see stack.Options.
+	DecisionLogURL string
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -210,6 +212,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		DevLogins: st.leadTokens(), PasteTokens: true, SignIn: st.signIn, MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 		NotifyWebhook: o.NotifyWebhook, NotifyWebhookSecret: o.NotifyWebhookSecret,
+		DecisionLogURL: o.DecisionLogURL,
 	}
 }
 

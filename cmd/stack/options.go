@@ -140,6 +140,9 @@ type Options struct {
 	// or the sidecar's own URL.
 	NotifyWebhook       string
 	NotifyWebhookSecret []byte
+	// DecisionLogURL, when set, is the HTTP sink every decision is
+	// shipped to in OPA's decision-log format (package decisionship).
+	DecisionLogURL string
 }
 
 // Validate reports every problem of o at once.
@@ -185,6 +188,9 @@ func (o Options) Validate() error {
 	}
 	if o.NotifyWebhook != "" && len(o.NotifyWebhookSecret) == 0 {
 		errs = append(errs, errors.New("NotifyWebhook needs NotifyWebhookSecret: every notice is signed with it"))
+	}
+	if o.DecisionLogURL != "" && !isBaseURL(o.DecisionLogURL) { // not repeated: it may hold a credential
+		errs = append(errs, errors.New("DecisionLogURL must be an absolute http(s) URL"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))

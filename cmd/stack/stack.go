@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/buildinfo"
 	"github.com/countersign/countersign/executor/credential"
+	"github.com/countersign/countersign/executor/decisionship"
 	"github.com/countersign/countersign/executor/effectiveness"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/monitor"
@@ -54,6 +55,7 @@ type Stack struct {
 	verifier *authn.Verifier
 	// notifier posts approval notices (nil: no webhook).
 	notifier *notify.Notifier
+	shipper  *decisionship.Shipper
 	cancel   context.CancelFunc
 	served   chan error
 	// background are the sweep, reconciliation and monitors serve starts.
@@ -119,6 +121,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if st.notifier, err = newNotifier(o, m.registry, st.URL); err != nil {
+		return err
+	}
+	if st.shipper, err = newShipper(o, m.registry); err != nil {
 		return err
 	}
 	st.Engine = st.newEngine(o, m.observer)
@@ -295,6 +300,9 @@ func (st *Stack) newEngine(o Options, obs *telemetry.Metrics) *engine.Engine {
 		Agent: o.Agent, Controls: o.Controls, Failpoint: o.Failpoint, Observer: obs, Audit: st.Audit,
 		TokenTTL: o.DispatchTokenTTL, ReceiverSkew: o.ReceiverClockSkew,
 	}
+	if st.shipper != nil {
+		opts.Observer = shippingObserver{Metrics: obs, ship: st.shipper}
+	}
 	if st.notifier != nil {
 		opts.Notifier = st.notifier
 	}
@@ -457,6 +465,12 @@ func (st *Stack) Close() error {
 		_ = st.notifier.Close(ctx) // what it could not send it counted and logged
 		cancel()
 		st.notifier = nil
+	}
+	if st.shipper != nil { // after the engine too
+		ctx, cancel := context.WithTimeout(context.Background(), DecisionLogDrain)
+		_ = st.shipper.Close(ctx) // what it could not ship it counted and logged
+		cancel()
+		st.shipper = nil
 	}
 	if st.verifier != nil {
 		st.verifier.Close(context.Background())
