@@ -167,6 +167,9 @@ type proposal struct {
 	ready bool
 	err   error
 	past  bool
+	// held is what the plan read of the workflow's own records, for the
+	// decision to take as read (store.Tx.Assume) under a fenced lease.
+	held store.Held
 }
 
 // plan reads how wfID would admit the call and, if it would run at once,
@@ -179,6 +182,7 @@ func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name
 	var r *reading
 	var past bool
 	var epoch uint64
+	var held store.Held
 	now := e.clock.Now()
 	err := e.db.View(func(tx *store.Tx) (err error) {
 		e.prefetch(tx, store.Workflow{ID: wfID, User: p.ID}, store.Step{Workflow: wfID, Tool: name, Args: args, Call: tool.CallHash(name, args)}, now)
@@ -192,6 +196,7 @@ func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name
 		if s.Status == store.StepPending {
 			rd := e.read(tx, w, s, now)
 			r, epoch = &rd, epochIn(tx)
+			held = tx.Held(store.ReadWorkflow(wfID), store.ReadCall(wfID, s.Call), store.ReadSteps(wfID))
 		}
 		return nil
 	})
@@ -199,7 +204,7 @@ func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name
 		return proposal{w: w}, err
 	}
 	pl := e.planned(credential.WithEpochRead(ctx, epoch), p, w, s, r)
-	pl.past = past
+	pl.past, pl.held = past, held
 	return pl, nil
 }
 
@@ -263,6 +268,12 @@ func (e *Engine) admit(tx *store.Tx, p Person, wfID string, name tool.Name, args
 func (e *Engine) admitAndReserve(ctx context.Context, tx *store.Tx, p Person, wfID string, name tool.Name, args tool.Args, st stated, pl proposal) (reservation, error) {
 	var r reservation
 	if pl.ready {
+		if e.leases != nil {
+			// The workflow's own records, as the plan read them under
+			// this sidecar's lease: nobody else writes them, and the
+			// fence check fails the transaction if it was taken over.
+			tx.Assume(pl.held)
+		}
 		e.prefetch(tx, pl.w, store.Step{Workflow: wfID, N: pl.w.Steps + 1, Tool: name, Args: args, Call: tool.CallHash(name, args)}, pl.v.now,
 			decisionNumbers(st.open != nil)...)
 	}
@@ -959,7 +970,8 @@ func (e *Engine) record(s store.Step, result json.RawMessage, derr error, earlie
 	if derr == nil && e.recoverable(s) {
 		e.recordLater(s)
 	} else {
-		tripped, err := batch(e.db, func(tx *store.Tx) (*store.Breaker, error) { return e.recordTx(tx, s) })
+		var tripped *store.Breaker
+		err := e.db.BatchRows(func(tx *store.Tx) (err error) { tripped, err = e.recordTx(tx, s); return err })
 		if err != nil {
 			return s, err
 		}
@@ -1011,7 +1023,7 @@ func (e *Engine) recoverable(s store.Step) bool {
 // for resume to resolve.
 func (e *Engine) recordLater(s store.Step) {
 	durable := make(chan struct{})
-	committed := e.db.Enqueue(func(tx *store.Tx) error {
+	committed := e.db.EnqueueRows(func(tx *store.Tx) error {
 		_, err := e.recordTx(tx, s) // a done step fails nothing: no breaker trips
 		return err
 	})
@@ -1091,6 +1103,13 @@ func keptStatus(st store.StepStatus) store.StepStatus {
 // unknown outcome, the first time the step enters it, counts against the
 // breaker of the workflow's agent version; recordTx returns the breaker
 // if that tripped it. It can run again.
+//
+// It runs as store.DB.UpdateRows allows (REPEATABLE READ on PostgreSQL):
+// besides the step's own records, which only the lease holder writes, it
+// adds to running sums (blind increments) and counts a failure on the
+// tool's breaker, one row it reads and writes, which a concurrent writer
+// of it conflicts with. It spends no headroom, so no cap rests on what it
+// reads.
 func (e *Engine) recordTx(tx *store.Tx, s store.Step) (*store.Breaker, error) {
 	tx.Prefetch(store.ReadStep(s.Workflow, s.N), store.ReadWorkflow(s.Workflow), store.ReadCall(s.Workflow, s.Call),
 		store.ReadSteps(s.Workflow), store.ReadNumbers(store.AuditNumbers, 1))

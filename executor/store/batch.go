@@ -30,5 +30,16 @@ func (db *DB) Enqueue(fn func(*Tx) error) <-chan error {
 	return db.kv.enqueue(func(k kvTx) error { return fn(&Tx{kv: k}) })
 }
 
+// BatchRows is Batch, and EnqueueRows Enqueue, for a transaction of the
+// kind UpdateRows runs: on PostgreSQL at REPEATABLE READ; on bbolt in the
+// group commit as Batch and Enqueue.
+func (db *DB) BatchRows(fn func(*Tx) error) error {
+	return db.kv.batchRows(func(k kvTx) error { return fn(&Tx{kv: k}) })
+}
+
+func (db *DB) EnqueueRows(fn func(*Tx) error) <-chan error {
+	return db.kv.enqueueRows(func(k kvTx) error { return fn(&Tx{kv: k}) })
+}
+
 // Flush waits until every write queued before it is committed or failed.
 func (db *DB) Flush() { db.kv.flush() }

@@ -114,7 +114,9 @@ type boltStore struct {
 
 var _ backend = (*boltStore)(nil)
 
-func (s *boltStore) updateRows(fn func(kvTx) error) error { return s.update(fn) }
+func (s *boltStore) updateRows(fn func(kvTx) error) error         { return s.update(fn) }
+func (s *boltStore) batchRows(fn func(kvTx) error) error          { return s.batch(fn) }
+func (s *boltStore) enqueueRows(fn func(kvTx) error) <-chan error { return s.enqueue(fn) }
 
 func (s *boltStore) update(fn func(kvTx) error) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
@@ -159,6 +161,8 @@ func (t boltTx) bucket(name []byte) kvBucket { return boltBucket{t.tx.Bucket(nam
 func (boltTx) shared() bool      { return false }
 func (boltTx) partition() []byte { return nil }
 func (boltTx) prefetch([]Read)   {}
+func (boltTx) held([]Read) Held  { return Held{} }
+func (boltTx) assume(Held)       {}
 
 // counter keeps a named counter under its name in the meta bucket.
 func (t boltTx) counter(name string) (uint64, error) {

@@ -13,6 +13,10 @@ type backend interface {
 	// updateRows is update for a transaction whose reads and writes are
 	// rows of one key it names (DB.UpdateRows).
 	updateRows(fn func(kvTx) error) error
+	// batchRows and enqueueRows are batch and enqueue for such a
+	// transaction.
+	batchRows(fn func(kvTx) error) error
+	enqueueRows(fn func(kvTx) error) <-chan error
 	// view runs fn in a read-only snapshot.
 	view(fn func(kvTx) error) error
 	// batch is update, possibly sharing the commit with concurrent callers.
@@ -47,6 +51,10 @@ type kvTx interface {
 	// prefetch reads the records of reads ahead, in one round trip on
 	// PostgreSQL; bbolt, whose reads are memory, ignores it.
 	prefetch(reads []Read)
+	// held and assume carry records read in one transaction to another
+	// (Tx.Held, Tx.Assume); bbolt ignores them.
+	held(reads []Read) Held
+	assume(h Held)
 }
 
 // keyRange is the keys of a bucket from lo (inclusive) to hi (exclusive).

@@ -592,7 +592,9 @@ func (t *pgTx) prefetch(reads []Read) {
 			continue
 		}
 		if r.span != nil {
-			qs = append(qs, t.spanQuery(*r.span))
+			if t.spanOf(string(r.span.bucket), r.span.lo, r.span.hi) == nil {
+				qs = append(qs, t.spanQuery(*r.span))
+			}
 			continue
 		}
 		if r.ranges != nil {
@@ -608,6 +610,9 @@ func (t *pgTx) prefetch(reads []Read) {
 			continue
 		}
 		b := string(r.bucket)
+		if t.knows(b, r.key) {
+			continue
+		}
 		if _, ok := keys[b]; !ok {
 			order = append(order, b)
 		}
@@ -628,6 +633,9 @@ func (t *pgTx) prefetch(reads []Read) {
 				return nil
 			}})
 	}
+	if len(qs) == 0 {
+		return // all known
+	}
 	t.readAll(qs)
 	if t.err != nil {
 		clear(t.got)
@@ -635,6 +643,42 @@ func (t *pgTx) prefetch(reads []Read) {
 		t.spans, t.drawn = nil, nil
 	}
 	t.spans = slices.DeleteFunc(t.spans, func(sp *span) bool { return len(sp.rows) > maxPage })
+}
+
+// knows reports whether key of bucket is known without a read: read
+// ahead, written, or in a span read whole.
+func (t *pgTx) knows(bucket string, key []byte) bool {
+	_, ok := t.got[cacheKey(bucket, key)]
+	return ok || t.spanOf(bucket, key, nil) != nil
+}
+
+func (t *pgTx) held(reads []Read) Held {
+	h := Held{got: map[string]cachedValue{}}
+	for _, r := range reads {
+		switch {
+		case r.span != nil:
+			if sp := t.spanOf(string(r.span.bucket), r.span.lo, r.span.hi); sp != nil {
+				h.spans = append(h.spans, sp)
+			}
+		case r.ranges == nil && r.draw == 0:
+			if c, ok := t.got[cacheKey(string(r.bucket), r.key)]; ok {
+				h.got[cacheKey(string(r.bucket), r.key)] = c
+			}
+		}
+	}
+	return h
+}
+
+func (t *pgTx) assume(h Held) {
+	if t.got == nil {
+		t.got, t.sums = map[string]cachedValue{}, map[string]int64{}
+	}
+	for k, c := range h.got {
+		t.got[k] = c
+	}
+	for _, sp := range h.spans {
+		t.spans = append(t.spans, &span{bucket: sp.bucket, lo: sp.lo, hi: sp.hi, rows: slices.Clone(sp.rows)})
+	}
 }
 
 // drawQuery draws n numbers of bucket's sequence for counter.

@@ -239,14 +239,21 @@ func safely(fn func(kvTx) error) func(kvTx) error {
 	}
 }
 
-func (s *pgStore) enqueue(fn func(kvTx) error) <-chan error {
+func (s *pgStore) enqueue(fn func(kvTx) error) <-chan error { return s.queue(s.batch, fn) }
+
+func (s *pgStore) batchRows(fn func(kvTx) error) error { return s.updateRows(safely(fn)) }
+
+func (s *pgStore) enqueueRows(fn func(kvTx) error) <-chan error { return s.queue(s.batchRows, fn) }
+
+// queue runs fn by run on a goroutine of its own, which flush waits for.
+func (s *pgStore) queue(run func(func(kvTx) error) error, fn func(kvTx) error) <-chan error {
 	out := make(chan error, 1)
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.pending[done] = true
 	s.mu.Unlock()
 	go func() {
-		out <- s.batch(fn)
+		out <- run(fn)
 		s.mu.Lock()
 		delete(s.pending, done)
 		s.mu.Unlock()

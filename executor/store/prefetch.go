@@ -89,3 +89,26 @@ var numbered = map[Numbers][]byte{DecisionNumbers: bDecisions, AuditNumbers: bAu
 // own. A number drawn and not taken is a gap, as the number of a
 // transaction that rolled back is.
 func ReadNumbers(seq Numbers, n int) Read { return Read{bucket: numbered[seq], draw: n} }
+
+// Held is what a read transaction read of a workflow that this sidecar
+// holds, fenced, under its lease (Tx.Held), for a write transaction of the
+// same holding to take as read (Tx.Assume).
+type Held struct {
+	got   map[string]cachedValue
+	spans []*span
+}
+
+// Held is what tx read of the records of reads (prefetched ones: others
+// are left out).
+func (t *Tx) Held(reads ...Read) Held { return t.kv.held(reads) }
+
+// Assume takes h's records as this transaction's reads of them, without
+// reading them again: on PostgreSQL a read of a key takes a predicate lock
+// on its index page under SERIALIZABLE, and a workflow's new records
+// (workflow, first step, call) are keys no one else reads, on pages many
+// others write, so reading them again is what made concurrent decisions of
+// different workflows abort each other. It is sound only for records that
+// nobody but the holder writes, read after the lease was taken, in a
+// transaction that checks the lease's fence (Tx.CheckFence): a takeover in
+// between changes the fence, and the transaction fails with ErrFenced.
+func (t *Tx) Assume(h Held) { t.kv.assume(h) }

@@ -90,7 +90,8 @@ func (db *DB) Update(fn func(*Tx) error) error {
 
 // UpdateRows is Update for a transaction that writes every row whose
 // change would make it wrong: a workflow's lease and fencing number, the
-// audit sequencer's lease with the records it chains. On PostgreSQL it
+// audit sequencer's lease with the records it chains, a step's recorded
+// outcome (engine recordTx). On PostgreSQL it
 // runs REPEATABLE READ: two such transactions that write the same row
 // still conflict (one runs again), but its reads take no predicate locks,
 // so it never makes a decision run again for touching the same index page.
