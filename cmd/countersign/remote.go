@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -30,13 +29,9 @@ func (f remoteFlags) client() (*client.Client, error) {
 	if f.sidecar == "" || f.tokenFile == "" {
 		return nil, errors.New("--sidecar URL and --token-file F go together: the sidecar to ask, and the token to ask it with")
 	}
-	raw, err := os.ReadFile(f.tokenFile)
+	token, err := readTokenFile(f.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(raw))
-	if token == "" || strings.ContainsAny(token, " \t\r\n") {
-		return nil, fmt.Errorf("--token-file %s: want one bearer token (a JWT) and nothing else", f.tokenFile)
+		return nil, err
 	}
 	c, err := client.New(f.sidecar, token)
 	if err != nil {
