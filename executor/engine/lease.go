@@ -62,6 +62,8 @@ type taking struct {
 	token  string
 	fence  uint64
 	parked time.Time
+	// tookOver: the lease was another sidecar's, expired.
+	tookOver bool
 }
 
 // lock serializes the steps of workflow wf: in this process with its
@@ -71,11 +73,58 @@ type taking struct {
 // deletes the lease, or parks it when a step of the workflow waits to be
 // resolved (awaitResolve), so that the fleet's sweeper comes back then.
 func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
+	return e.lockWith(ctx, wf, underLock{})
+}
+
+// underLock is what a caller reads as it takes a workflow's lock: reads,
+// asked for once the workflow's lock in this process is held and read
+// ahead with the lease, and fn, run on them once the workflow is held.
+// Both may run more than once, as an Update's function may.
+type underLock struct {
+	reads func() []store.Read
+	fn    func(*store.Tx) error
+}
+
+// ahead is what u reads ahead.
+func (u underLock) ahead() []store.Read {
+	if u.reads == nil {
+		return nil
+	}
+	return u.reads()
+}
+
+// lockWith is lock, running also.fn once the workflow is held: in the
+// transaction that takes the lease, whose snapshot shows every write of
+// the holders before it (they released the lease, or parked it, once
+// their writes were durable), so the lease and the caller's reads cost
+// two round trips together on PostgreSQL. A lease taken over from a
+// sidecar that stopped renewing it is the exception: a late write of
+// that sidecar may commit after the snapshot and before the takeover's
+// fence write (it only locked the fence row), so fn then reads in a
+// transaction of its own, begun after the takeover committed. Without
+// leases fn runs in a read transaction. An error of fn is lockWith's,
+// with nothing held.
+func (e *Engine) lockWith(ctx context.Context, wf string, also underLock) (func(), error) {
 	unlock := e.locks.lock(wf)
+	apart := func() error {
+		if also.fn == nil {
+			return nil
+		}
+		return e.db.View(func(tx *store.Tx) error { tx.Prefetch(also.ahead()...); return also.fn(tx) })
+	}
 	if e.leases == nil {
+		if err := apart(); err != nil {
+			unlock()
+			return nil, err
+		}
 		return unlock, nil
 	}
-	tk, err := e.takeLease(ctx, wf)
+	tk, err := e.takeLease(ctx, wf, also)
+	if err == nil && tk.tookOver {
+		if err = apart(); err != nil {
+			e.releaseLease(wf, tk)
+		}
+	}
 	if err != nil {
 		unlock()
 		return nil, err
@@ -104,6 +153,14 @@ func (e *Engine) lock(ctx context.Context, wf string) (func(), error) {
 			e.letGo(wf, tk)
 		}()
 	}, nil
+}
+
+// releaseLease deletes the lease tk took of wf, when nothing was done
+// under it.
+func (e *Engine) releaseLease(wf string, tk taking) {
+	if err := e.db.UpdateRows(func(tx *store.Tx) error { return tx.DeleteLease(wf, tk.token) }); err != nil {
+		e.log.Warn("lease release failed; it will expire", "workflow", wf, "err", err)
+	}
 }
 
 // holdLease records that this sidecar holds wf's lease under tk, and forgets
@@ -215,15 +272,16 @@ func (e *Engine) liveElsewhere(l store.Lease) bool {
 // sidecar's, under a new fencing number, and otherwise polls until it is,
 // or ctx ends. On PostgreSQL it costs two round trips: the lease read
 // with a fencing number drawn, and the commit with the writes.
-func (e *Engine) takeLease(ctx context.Context, wf string) (taking, error) {
+func (e *Engine) takeLease(ctx context.Context, wf string, also underLock) (taking, error) {
 	token := NewHolder()
 	poll := max(e.leases.TTL/10, 10*time.Millisecond)
 	for {
 		var held store.Lease
 		var tk taking
+		var alsoErr error
 		err := e.db.UpdateRows(func(tx *store.Tx) error {
-			tk, held = taking{token: token}, store.Lease{}
-			tx.Prefetch(store.ReadLease(wf), store.ReadNumbers(store.FenceNumbers, 1))
+			tk, held, alsoErr = taking{token: token}, store.Lease{}, nil
+			tx.Prefetch(append([]store.Read{store.ReadLease(wf), store.ReadNumbers(store.FenceNumbers, 1)}, also.ahead()...)...)
 			cur, err := currentLease(tx, wf)
 			switch {
 			case err != nil:
@@ -233,12 +291,23 @@ func (e *Engine) takeLease(ctx context.Context, wf string) (taking, error) {
 				return nil
 			case cur.Parked():
 				tk.parked = cur.Expires
+			case cur.Holder != "" && cur.Holder != e.leases.Holder:
+				tk.tookOver = true // expired: see lockWith
 			}
 			if tk.fence, err = tx.NextFence(); err != nil {
 				return err
 			}
-			return tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Fence: tk.fence, Expires: e.clock.Now().Add(e.leases.TTL)})
+			if err := tx.PutLease(store.Lease{Workflow: wf, Holder: e.leases.Holder, Token: token, Fence: tk.fence, Expires: e.clock.Now().Add(e.leases.TTL)}); err != nil {
+				return err
+			}
+			if also.fn != nil && !tk.tookOver {
+				alsoErr = also.fn(tx)
+			}
+			return alsoErr
 		})
+		if alsoErr != nil && errors.Is(err, alsoErr) {
+			return taking{}, alsoErr // the caller's: nothing is held
+		}
 		if err != nil {
 			return taking{}, fmt.Errorf("take the lease of %s: %w", wf, err)
 		}

@@ -83,12 +83,14 @@ func (e *Engine) proposeIn(ctx context.Context, p Person, wfID string, name tool
 	if err != nil {
 		return store.Step{}, err
 	}
-	release, err := e.lock(ctx, wfID)
+	st := stated{claimed: claimed, reason: reason, open: open}
+	var pr planRead
+	release, err := e.lockWith(ctx, wfID, pr.under(e, p, wfID, name, args, st))
 	if err != nil {
 		return store.Step{}, err
 	}
 	defer release()
-	s, err := e.propose(ctx, p, wfID, name, args, stated{claimed: claimed, reason: reason, open: open})
+	s, err := e.propose(ctx, p, wfID, name, args, st, pr)
 	return s, e.fencedOff(wfID, err)
 }
 
@@ -123,12 +125,9 @@ type stated struct {
 }
 
 // propose is Propose under the workflow's lock.
-func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated) (store.Step, error) {
+func (e *Engine) propose(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated, pr planRead) (store.Step, error) {
 	start := time.Now()
-	pl, err := e.plan(ctx, p, wfID, name, args, st)
-	if err != nil {
-		return store.Step{}, err
-	}
+	pl := e.plan(ctx, p, pr)
 	if pl.past {
 		if err := e.endPastDeadline(wfID); err != nil {
 			return store.Step{}, err
@@ -173,39 +172,54 @@ type proposal struct {
 }
 
 // plan reads how wfID would admit the call and, if it would run at once,
-// reads its facts and decides outside the writer. One read transaction
-// reads the workflow and what the verdict needs from the store, in one
-// round trip on PostgreSQL: the workflow is p's (or p opens it).
-func (e *Engine) plan(ctx context.Context, p Person, wfID string, name tool.Name, args tool.Args, st stated) (proposal, error) {
-	var w store.Workflow
-	var s store.Step
-	var r *reading
-	var past bool
-	var epoch uint64
-	var held store.Held
-	now := e.clock.Now()
-	err := e.db.View(func(tx *store.Tx) (err error) {
-		e.prefetch(tx, store.Workflow{ID: wfID, User: p.ID}, store.Step{Workflow: wfID, Tool: name, Args: args, Call: tool.CallHash(name, args)}, now)
-		var create bool
-		if w, _, create, s, err = e.admit(tx, p, wfID, name, args, st); err != nil {
-			return err
-		}
-		if lim, err := e.policy.Limits(); err == nil && !create {
-			past = pastDeadline(e.boundsOf(w, lim), now)
-		}
-		if s.Status == store.StepPending {
-			rd := e.read(tx, w, s, now)
-			r, epoch = &rd, epochIn(tx)
-			held = tx.Held(store.ReadWorkflow(wfID), store.ReadCall(wfID, s.Call), store.ReadSteps(wfID))
-		}
-		return nil
-	})
-	if err != nil {
-		return proposal{w: w}, err
+// reads its facts and decides outside the writer, on what pr read.
+func (e *Engine) plan(ctx context.Context, p Person, pr planRead) proposal {
+	pl := e.planned(credential.WithEpochRead(ctx, pr.epoch), p, pr.w, pr.s, pr.r)
+	pl.past, pl.held = pr.past, pr.held
+	return pl
+}
+
+// planRead is what a proposal reads from the store as it takes the
+// workflow's lock (Engine.lockWith): the workflow as it takes the call
+// (p's, or one p opens), the step, whether the deadline had passed, and,
+// for a step that runs at once, what the verdict needs, the credential
+// epoch and the workflow's own records for the decision to take as read.
+// On PostgreSQL all of it rides with the lease: two round trips.
+type planRead struct {
+	now   time.Time
+	w     store.Workflow
+	s     store.Step
+	r     *reading
+	past  bool
+	epoch uint64
+	held  store.Held
+}
+
+// under is how pr is read under the lock of workflow wfID.
+func (pr *planRead) under(e *Engine, p Person, wfID string, name tool.Name, args tool.Args, st stated) underLock {
+	call := store.Step{Workflow: wfID, Tool: name, Args: args, Call: tool.CallHash(name, args)}
+	return underLock{
+		reads: func() []store.Read {
+			pr.now = e.clock.Now()
+			return e.reads(store.Workflow{ID: wfID, User: p.ID}, call, pr.now)
+		},
+		fn: func(tx *store.Tx) (err error) {
+			*pr = planRead{now: pr.now}
+			var create bool
+			if pr.w, _, create, pr.s, err = e.admit(tx, p, wfID, name, args, st); err != nil {
+				return err
+			}
+			if lim, err := e.policy.Limits(); err == nil && !create {
+				pr.past = pastDeadline(e.boundsOf(pr.w, lim), pr.now)
+			}
+			if pr.s.Status == store.StepPending {
+				rd := e.read(tx, pr.w, pr.s, pr.now)
+				pr.r, pr.epoch = &rd, epochIn(tx)
+				pr.held = tx.Held(store.ReadWorkflow(wfID), store.ReadCall(wfID, pr.s.Call), store.ReadSteps(wfID))
+			}
+			return nil
+		},
 	}
-	pl := e.planned(credential.WithEpochRead(ctx, epoch), p, w, s, r)
-	pl.past, pl.held = past, held
-	return pl, nil
 }
 
 // planned is how step s of workflow w, admitted for p, runs: at once

@@ -107,16 +107,21 @@ func (e *Engine) input(tx *store.Tx, w store.Workflow, s store.Step, f facts, li
 // out; the decision then reads them itself. A write transaction adds
 // decisionNumbers to more.
 func (e *Engine) prefetch(tx *store.Tx, w store.Workflow, s store.Step, now time.Time, more ...store.Read) {
-	reads := append([]store.Read{
+	tx.Prefetch(append(e.reads(w, s, now), more...)...)
+}
+
+// reads are what prefetch reads.
+func (e *Engine) reads(w store.Workflow, s store.Step, now time.Time) []store.Read {
+	reads := []store.Read{
 		store.ReadStep(s.Workflow, s.N), store.ReadWorkflow(s.Workflow), store.ReadCall(s.Workflow, s.Call),
 		store.ReadSwitch(string(s.Tool)), store.ReadMode(string(s.Tool)), store.ReadBreaker(string(s.Tool), w.AgentVersion),
 		store.ReadActiveDigest(), store.ReadOrderSpent(s.Args.Order), store.ReadOrderReships(s.Args.Order),
 		store.ReadSteps(s.Workflow), store.ReadCredentialEpoch(),
-	}, more...)
+	}
 	if lim, err := e.policy.Limits(); err == nil && s.Tool == tool.IssueRefund {
 		reads = append(reads, store.ReadRepSpent(w.User, now.Add(-lim.RepWindow)), store.ReadAgentSpent(now.Add(-time.Hour)))
 	}
-	tx.Prefetch(reads...)
+	return reads
 }
 
 // decisionNumbers draws ahead the numbers of the records a decision
