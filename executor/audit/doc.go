@@ -14,12 +14,30 @@
 // # The chain
 //
 // Each [Record] carries the hash of the record before it (Prev, "" for the
-// first) and its own hash:
+// first) and its own hash. Since version 1 ([VersionJCS], the record's
+// "version" member) the hash is
 //
-//	Hash = hex(sha256(Prev + "\n" + canonical JSON of the record without Hash))
+//	Hash = hex(sha256(JCS(the record as stored, without its "hash" member)))
 //
-// where the canonical JSON is an object with its keys sorted and no white
-// space (the form of [Record.Sum]). Record ids are ULIDs: they sort by time,
+// where JCS is RFC 8785, the JSON Canonicalization Scheme (package
+// executor/audit/jcs): members sorted by UTF-16 code units, no white
+// space, strings escaped only where JSON must, numbers as ECMAScript
+// writes them. Any JCS implementation recomputes it from an exported
+// line: in a shell, `jq -c 'del(.hash)'` piped through a JCS tool and
+// sha256sum. Prev is inside the canonical form, so the hash covers the
+// link.
+//
+// A record without "version" was chained before version 1, by the legacy
+// rule: hex(sha256(Prev + "\n" + the record without Hash as Go's encoder
+// writes it, keys sorted, no white space)). It keeps verifying by that
+// rule; Go's encoder escapes <, > and & (as \u003c ...), which is why a
+// generic "sorted keys" script disagreed with it and the rule changed.
+// The version is inside the hashed form, so it cannot be changed without
+// changing the hash; a version this build does not know is reported as
+// [ReasonVersion]. A fleet's record waits unversioned and gets the rule
+// of the sidecar that chains it (Sequence).
+//
+// Record ids are ULIDs: they sort by time,
 // so the store's key order is the chain's order, and they increase strictly
 // even when the injected clock stands still or goes back.
 //

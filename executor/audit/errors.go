@@ -11,6 +11,9 @@ var (
 	// ErrToken: the record holds a value that looks like a JWT. Tokens are
 	// never recorded (see the package documentation); record the jti.
 	ErrToken = errors.New("audit record holds a token")
+	// ErrVersion: a record names a hash rule (Version) this build does
+	// not know: it was written by a newer countersign.
+	ErrVersion = errors.New("audit record of an unknown hash version")
 	// ErrCursor: the after cursor of List is not a record id.
 	ErrCursor = errors.New("audit cursor is not a record id")
 )

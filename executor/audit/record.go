@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/countersign/countersign/executor/audit/jcs"
 )
 
 // Kind says what a record is about.
@@ -51,9 +53,25 @@ type Record struct {
 	// Pending is the number a fleet's record had while it waited to be
 	// chained (Sequence), which the decision log names (0 on bbolt).
 	Pending uint64 `json:"pending,omitempty"`
+	// Version is the rule the record's Hash was made by: VersionJCS for
+	// every record chained since; absent (0) for a record chained before,
+	// which keeps verifying by the rule it was made by (Sum).
+	Version int    `json:"version,omitempty"`
 	Prev    string `json:"prev"`
 	Hash    string `json:"hash"`
 }
+
+// Hash rules (Record.Version).
+const (
+	// VersionLegacy (the field absent): sha256 over Prev, a newline and
+	// the record's fields as Go's encoder writes them, keys sorted. Kept
+	// so that records written before VersionJCS verify.
+	VersionLegacy = 0
+	// VersionJCS: sha256 over the RFC 8785 canonical form of the record
+	// without its hash member, the form any JCS implementation recomputes
+	// from an exported line.
+	VersionJCS = 1
+)
 
 // canonical is a Record without its Hash, its fields declared in the
 // order of their JSON names so that encoding/json writes the keys sorted.
@@ -74,9 +92,42 @@ type canonical struct {
 	Workflow string          `json:"workflow,omitempty"`
 }
 
-// Canonical is the byte form the record's hash is taken over: the record
-// without Hash as a JSON object, keys sorted, no white space.
+// Canonical is the byte form the record's hash is taken over, by the rule
+// its Version names: for VersionJCS the RFC 8785 form of the record as
+// stored without its "hash" member; for VersionLegacy the record without
+// Hash as Go's encoder writes it, keys sorted, no white space.
 func (r Record) Canonical() ([]byte, error) {
+	switch r.Version {
+	case VersionLegacy:
+		return r.legacy()
+	case VersionJCS:
+		return r.jcs()
+	}
+	return nil, fmt.Errorf("canonical record %s: %w: %d", r.ID, ErrVersion, r.Version)
+}
+
+// jcs is the RFC 8785 form of the record as encode stores it, without
+// "hash": what a reviewer computes from an exported line.
+func (r Record) jcs() ([]byte, error) {
+	r.Hash = ""
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("canonical record %s: %w", r.ID, err)
+	}
+	var m map[string]any
+	if err := unmarshalNumbers(b, &m); err != nil {
+		return nil, fmt.Errorf("canonical record %s: %w", r.ID, err)
+	}
+	delete(m, "hash")
+	c, err := jcs.Value(m)
+	if err != nil {
+		return nil, fmt.Errorf("canonical record %s: %w", r.ID, err)
+	}
+	return c, nil
+}
+
+// legacy is the canonical form of VersionLegacy.
+func (r Record) legacy() ([]byte, error) {
 	b, err := json.Marshal(canonical{
 		Actor: r.Actor, Args: r.Args, At: r.At, Detail: r.Detail, ID: r.ID,
 		Kind: r.Kind, N: r.N, Pending: r.Pending, Prev: r.Prev, Tool: r.Tool, Workflow: r.Workflow,
@@ -87,16 +138,19 @@ func (r Record) Canonical() ([]byte, error) {
 	return b, nil
 }
 
-// Sum is the hash the record's Hash field must hold:
-// hex(sha256(Prev + "\n" + Canonical)).
+// Sum is the hash the record's Hash field must hold: for VersionJCS
+// hex(sha256(Canonical)), Prev being inside the canonical form; for
+// VersionLegacy hex(sha256(Prev + "\n" + Canonical)).
 func (r Record) Sum() (string, error) {
 	c, err := r.Canonical()
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	h.Write([]byte(r.Prev))
-	h.Write([]byte{'\n'})
+	if r.Version == VersionLegacy {
+		h.Write([]byte(r.Prev))
+		h.Write([]byte{'\n'})
+	}
 	h.Write(c)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

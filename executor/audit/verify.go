@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 const (
 	ReasonUndecodable = "record does not decode"
 	ReasonPrev        = "prev does not match the previous record's hash: a record was deleted or reordered"
+	ReasonVersion     = "unknown hash version: verify with the countersign that wrote it, or a newer one"
 	ReasonHash        = "hash mismatch: record edited"
 	ReasonID          = "id inside the record does not match its key: record moved"
 	ReasonOrder       = "id out of order"
@@ -102,7 +104,11 @@ func check(key, value []byte, i int, prevHash string, prevID ulid.ULID) (Record,
 	if r.Prev != prevHash {
 		return r, ulid.ULID{}, ReasonPrev
 	}
-	if sum, err := r.Sum(); err != nil || sum != r.Hash {
+	sum, err := r.Sum()
+	if errors.Is(err, ErrVersion) {
+		return r, ulid.ULID{}, ReasonVersion
+	}
+	if err != nil || sum != r.Hash {
 		return r, ulid.ULID{}, ReasonHash
 	}
 	if r.ID != string(key) {
