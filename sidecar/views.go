@@ -211,7 +211,7 @@ func parseCursor(s string) (uint64, error) {
 func newAuditPage(p audit.Page) client.AuditPage {
 	return client.AuditPage{Next: p.Next, Records: each(p.Records, func(r audit.Record) client.AuditRecord {
 		return client.AuditRecord{ID: r.ID, At: r.At, Kind: string(r.Kind), Actor: r.Actor, Workflow: r.Workflow, N: r.N,
-			Tool: r.Tool, Args: r.Args, Detail: r.Detail, Pending: r.Pending, Prev: r.Prev, Hash: r.Hash}
+			Tool: r.Tool, Args: r.Args, Detail: r.Detail, Pending: r.Pending, Version: r.Version, Prev: r.Prev, Hash: r.Hash}
 	})}
 }
 

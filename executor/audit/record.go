@@ -18,6 +18,7 @@ type Kind string
 
 // Kinds the sidecar writes. Detail holds what is specific to each.
 const (
+	KindWorkflow     Kind = "workflow"     // a workflow opened: by whom, for which agent and ticket, within which bounds
 	KindDecision     Kind = "decision"     // a policy decision on a step
 	KindApproval     Kind = "approval"     // an approval requested, approved, rejected, used, expired, void
 	KindDispatch     Kind = "dispatch"     // an effect about to be sent to a system of record

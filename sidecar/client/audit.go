@@ -60,6 +60,10 @@ type AuditRecord struct {
 	// Pending is the number a fleet's record waited under before it was
 	// chained, which a decision's audit_pending names.
 	Pending uint64 `json:"pending,omitempty"`
+	// Version is the rule the hash was made by: 1 for RFC 8785 (the
+	// record without "hash", canonicalized, sha256); absent for a record
+	// made before it (executor/audit's doc says the old rule).
+	Version int    `json:"version,omitempty"`
 	Prev    string `json:"prev"`
 	Hash    string `json:"hash"`
 }
