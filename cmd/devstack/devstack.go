@@ -27,6 +27,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
@@ -91,6 +92,11 @@ type Options struct {
 	// NotifyWebhook and NotifyWebhookSecret: see stack.Options.
 	NotifyWebhook       string
 	NotifyWebhookSecret []byte
+	// AuditKeyFile, AuditCheckpoint and AuditCheckpointURL: see
+	// stack.Options. Default: the key in DataDir, made on the first start.
+	AuditKeyFile       string
+	AuditCheckpoint    audit.CheckpointRule
+	AuditCheckpointURL string
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -208,6 +214,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		DevLogins: st.leadTokens(), PasteTokens: true, SignIn: st.signIn, MCPAllowedOrigins: o.MCPAllowedOrigins, PublicURL: o.PublicURL,
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 		NotifyWebhook: o.NotifyWebhook, NotifyWebhookSecret: o.NotifyWebhookSecret,
+		AuditKeyFile: o.AuditKeyFile, AuditCheckpoint: o.AuditCheckpoint, AuditCheckpointURL: o.AuditCheckpointURL,
 	}
 }
 
