@@ -47,9 +47,45 @@
 // recompute (a record was edited), or an id inside a record that is not the
 // key it is stored under. Editing a record and recomputing its hash moves the
 // break to the next record, whose Prev no longer matches; rewriting the whole
-// tail needs the file and is what an external anchor catches: keep
-// [Report].Head somewhere else and compare. Truncating the tail is likewise
-// visible only against such an anchor (the record count or the head).
+// tail needs the file and is what an external anchor catches: a signed
+// checkpoint (below). Truncating the tail is likewise visible only against
+// such an anchor.
+//
+// # Checkpoints
+//
+// A [Checkpoint] is the sidecar's signed statement that the first Position
+// records of the chain end with record ID, whose hash is Head, at At:
+// Ed25519 over the RFC 8785 form of those members and the key id (the RFC
+// 7638 thumbprint of the public key, so anyone recomputes it). The key is
+// the sidecar's own ([Signer], [LoadOrCreateKey]) and signs nothing else.
+// [Log.Checkpoint] signs one when [CheckpointRule] says it is due (every N
+// records, or T with at least one record), reading first and writing only
+// then; it is stored beside the chain, append-only. [Checkpointer] runs it
+// and posts each stored checkpoint to a sink outside the sidecar's reach,
+// from the store as its outbox (at least once, with backoff, nothing held in
+// memory, never in a call's way).
+//
+// On a fleet the sidecar that holds the sequencer lease signs (taking it
+// when it is free), so a checkpoint covers a chain no other sidecar is
+// extending; each sidecar signs with its own key and registers the public
+// half in the store ([RegisterKey], [Keys]), so any of them publishes all.
+//
+// [VerifyExport] checks an exported file offline: every record as Verify
+// checks the store, and every checkpoint's signature against keys the
+// reviewer trusts and its head against the record at its position. Whoever
+// rewrites the whole store recomputing every hash, without a key, fails at
+// the first checkpoint after the change; whoever truncates it, at the
+// checkpoint beyond the end. What stands after the last checkpoint is
+// proven by the chain alone until the next one.
+//
+// # What a decision record names
+//
+// A workflow's opening is a [KindWorkflow] record (the rep as actor, the
+// agent, its version, the ticket, the revision and the bounds). A decision
+// record names the rule, the revision, the bundle's digest (a revision is
+// only a name), the decision log's id (decision_id), the agent and its
+// version; a dispatch record the agent. These are plain members of Detail,
+// which GET /v1/audit answers as stored.
 //
 // # Arguments yes, tokens never
 //
