@@ -308,6 +308,7 @@ func (f serveFlags) prepare() (prepared, []error) {
 	if f.skew <= 0 {
 		add(fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew))
 	}
+	add(f.checkAudit())
 	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
 		add(err)
 	}
