@@ -134,9 +134,9 @@ func (l *Log) Checkpoint(db *store.DB, s Signer, rule CheckpointRule, holder str
 	}
 	err = db.Update(func(tx *store.Tx) error {
 		c = nil
-		next, held, err := due(tx, rule, holder, now)
-		if err != nil || next == nil {
-			return err
+		var err error
+		if next, held, err = due(tx, rule, holder, now); err != nil || next == nil {
+			return err // the lease moved, or another sidecar signed, since the read
 		}
 		signed, err := s.sign(*next)
 		if err != nil {

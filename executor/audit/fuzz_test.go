@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -63,6 +64,42 @@ func FuzzVerifyStoredValue(f *testing.F) {
 		}
 		if rep.OK || rep.Broken == nil || rep.Broken.Index != 3 || rep.Records != 4 {
 			t.Fatalf("verify = %+v for %q", rep, value)
+		}
+	})
+}
+
+// FuzzVerifyExport feeds arbitrary files to the offline check a reviewer
+// runs on what they were handed: an export, its checkpoints and keys. It
+// must never panic, and must never call a file OK that has a checkpoint
+// it does not cover.
+func FuzzVerifyExport(f *testing.F) {
+	db, log, _ := setup(f)
+	s := newSigner(f)
+	mustAppend(f, db, log, refund(0), refund(1))
+	checkpoint(f, db, log, s, audit.CheckpointRule{Every: 1})
+	cps, _ := audit.Checkpoints(db, 0)
+	cpLines, _ := json.Marshal(cps[0])
+	keys, _ := json.Marshal(audit.JWKS{Keys: []audit.JWK{s.JWK()}})
+	f.Add(ndjson(f, export(f, db, log)).Bytes(), cpLines, keys)
+	f.Add([]byte("{}\n\n{\"id\":1}"), []byte(`{"position":18446744073709551615,"id":"","head":"","at":"0001-01-01T00:00:00Z","kid":"","sig":""}`), []byte(`{"keys":[]}`))
+	f.Add([]byte(""), []byte("not json"), []byte("-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----"))
+	f.Fuzz(func(t *testing.T, file, checkpoints, keyFile []byte) {
+		trust, err := audit.ParseKeys(keyFile)
+		if err != nil {
+			return
+		}
+		cps, err := audit.ReadCheckpoints(bytes.NewReader(checkpoints))
+		if err != nil {
+			return
+		}
+		rep, err := audit.VerifyExport(bytes.NewReader(file), cps, trust)
+		if err != nil || !rep.OK {
+			return
+		}
+		for _, c := range cps {
+			if c.Position > uint64(rep.Records) {
+				t.Fatalf("OK with a checkpoint at %d beyond %d records", c.Position, rep.Records)
+			}
 		}
 	})
 }
