@@ -69,6 +69,11 @@ func TestEveryFactOfACallIsInTheChain(t *testing.T) {
 			}).want(t, http.StatusCreated, "")
 			r, _ := e.propose(t, "rep-ana", "W-facts", "issue_refund", refund("O-1001", 3000))
 			r.want(t, http.StatusOK, "")
+			// A call that opens its workflow (ticket on the step) records the
+			// opening too.
+			e.call(t, http.MethodPost, "/v1/workflows/W-opened/steps", "rep-ana", map[string]any{
+				"ticket": "T-4712", "tool": "lookup_order", "args": map[string]any{"order": "O-1001"},
+			}).want(t, http.StatusOK, "")
 			var active struct {
 				Digest string `json:"digest"`
 			}
@@ -84,10 +89,12 @@ func TestEveryFactOfACallIsInTheChain(t *testing.T) {
 			}
 
 			found := map[string]chained{}
+			opened := false
 			for _, rec := range e.chain(t) {
 				if rec.Workflow == "W-facts" {
 					found[rec.Kind] = rec
 				}
+				opened = opened || rec.Kind == "workflow" && rec.Workflow == "W-opened" && rec.Detail["ticket"] == "T-4712"
 				if rec.Version != 1 {
 					t.Errorf("a %s record of version %d, want 1 (RFC 8785)", rec.Kind, rec.Version)
 				}
@@ -102,6 +109,9 @@ func TestEveryFactOfACallIsInTheChain(t *testing.T) {
 			if d.Detail["digest"] != active.Digest || d.Detail["decision_id"] != log.Decisions[0].ID ||
 				d.Detail["agent"] != devstack.AgentID || d.Detail["agent_version"] != "2.3.1" {
 				t.Errorf("decision record %+v; want digest %s, decision_id %s", d, active.Digest, log.Decisions[0].ID)
+			}
+			if !opened {
+				t.Error("no workflow record for W-opened, opened by its first call")
 			}
 			if p := found["dispatch"]; p.Detail["agent"] != devstack.AgentID {
 				t.Errorf("dispatch record %+v", p)
