@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/executor/audit"
+	"github.com/countersign/countersign/executor/audit/jcs"
 	"github.com/countersign/countersign/executor/store"
 )
 
@@ -23,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"id":"x","at":"2026-11-29T09:00:00+01:00","kind":"k","actor":"a","detail":{"n":1e400,"s":"\ud800"},"prev":"","hash":""}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"args":{ "b" : 1, "a" : [ ] }}`))
+	f.Add([]byte(`{"id":"01KB5Y4QG0ABCDEFGHJKMNPQRS","at":"2026-11-29T09:00:00.5Z","kind":"k","actor":"a<b>","workflow":"W\u2028","n":-3,"tool":"t","args":{"z":1E30,"a":"\u00e9"},"detail":{"x":[1.50,null],"\ud83d\ude00":true,"\ufb33":0},"pending":9007199254740993,"version":1,"prev":"p","hash":"h"}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		r, err := audit.Decode(value)
 		if err != nil {
@@ -42,6 +44,25 @@ func FuzzDecode(f *testing.F) {
 		}
 		if sum2, _ := r2.Sum(); sum2 != sum {
 			t.Fatalf("hash changed across a round trip\nfirst  %s\nsecond %s", value, again)
+		}
+		// A version 1 record hashes what any JCS tool makes of its stored
+		// line without "hash".
+		if r.Version != audit.VersionJCS {
+			return
+		}
+		var line map[string]any
+		dec := json.NewDecoder(bytes.NewReader(again))
+		dec.UseNumber()
+		if err := dec.Decode(&line); err != nil {
+			t.Fatal(err)
+		}
+		delete(line, "hash")
+		want, err := jcs.Value(line)
+		if err != nil {
+			return
+		}
+		if got, _ := r.Canonical(); !bytes.Equal(got, want) {
+			t.Fatalf("canonical form\n%s\nwhat a JCS tool makes of the line\n%s", got, want)
 		}
 	})
 }

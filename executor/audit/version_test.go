@@ -70,3 +70,23 @@ func TestARecordOfAnUnknownVersionIsNamed(t *testing.T) {
 		t.Fatalf("verify: %+v, %v; want broken at 0: %s", rep, err, audit.ReasonVersion)
 	}
 }
+
+// BenchmarkSum is the cost of hashing one decision record by each rule:
+// the JCS rule decodes the record's JSON and writes it again.
+func BenchmarkSum(b *testing.B) {
+	db, log, _ := setup(b)
+	r := mustAppend(b, db, log, refund(1))[0]
+	for _, v := range []struct {
+		name    string
+		version int
+	}{{"legacy", audit.VersionLegacy}, {"jcs", audit.VersionJCS}} {
+		b.Run(v.name, func(b *testing.B) {
+			r.Version = v.version
+			for b.Loop() {
+				if _, err := r.Sum(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,31 +160,55 @@ func write(b *bytes.Buffer, v any) error {
 
 // writeObject writes o's members sorted by their names' UTF-16 code units.
 func writeObject(b *bytes.Buffer, o object) error {
-	keys := make([][]uint16, len(o))
-	for i, m := range o {
-		keys[i] = utf16.Encode([]rune(m.name))
-	}
-	order := make([]int, len(o))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(i, j int) int { return slices.Compare(keys[i], keys[j]) })
+	o = slices.Clone(o)
+	slices.SortFunc(o, func(x, y member) int { return compareUTF16(x.name, y.name) })
 	b.WriteByte('{')
-	for n, i := range order {
-		if n > 0 {
-			if slices.Equal(keys[order[n-1]], keys[i]) {
-				return fmt.Errorf("%w: member %q twice", ErrInvalid, o[i].name)
+	for i, m := range o {
+		if i > 0 {
+			if o[i-1].name == m.name {
+				return fmt.Errorf("%w: member %q twice", ErrInvalid, m.name)
 			}
 			b.WriteByte(',')
 		}
-		writeString(b, o[i].name)
+		writeString(b, m.name)
 		b.WriteByte(':')
-		if err := write(b, o[i].value); err != nil {
+		if err := write(b, m.value); err != nil {
 			return err
 		}
 	}
 	b.WriteByte('}')
 	return nil
+}
+
+// compareUTF16 orders a and b as arrays of UTF-16 code units, without
+// making them: code points order the same way except that one above
+// U+FFFF (a surrogate pair, 0xD800...) sorts before U+E000 to U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		a, b = a[na:], b[nb:]
+		if ra == rb {
+			continue
+		}
+		ua, ub := firstUnit(ra), firstUnit(rb)
+		if ua != ub {
+			return cmp.Compare(ua, ub)
+		}
+		// Both above U+FFFF with the same high surrogate: the low ones
+		// order as the code points do.
+		return cmp.Compare(ra, rb)
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// firstUnit is the first UTF-16 code unit of r.
+func firstUnit(r rune) rune {
+	if r >= 0x10000 {
+		hi, _ := utf16.EncodeRune(r)
+		return hi
+	}
+	return r
 }
 
 // writeString writes s quoted, escaping only what RFC 8785 section
