@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -386,4 +387,45 @@ func TestOnAFleetTheSequencerSigns(t *testing.T) {
 	if err != nil || !rep.OK || rep.Checkpoints != 2 || rep.Anchored != 3 {
 		t.Fatalf("%+v, %v", rep, err)
 	}
+}
+
+// logLines is a log destination that hands each line to the test.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// A sink's URL may hold its credential (a token in the path): the
+// warnings about a failing sink never repeat it.
+func TestAFailingSinkIsLoggedWithoutItsURL(t *testing.T) {
+	db, log, _ := setup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	mustAppend(t, db, log, refund(0))
+	lines := make(logLines, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	for _, url := range []string{srv.URL + "/hooks/s3cr3t-token", "http://hook:s3cr3t-token@127.0.0.1:1/hooks?key=s3cr3t-token"} {
+		go func() {
+			defer close(done)
+			audit.Checkpointer{Log: log, DB: db, Signer: newSigner(t), Look: time.Millisecond, MaxBackoff: time.Millisecond,
+				URL: url, Logger: slog.New(slog.NewTextHandler(lines, nil))}.Run(ctx)
+		}()
+		line := <-lines
+		cancel()
+		<-done
+		if !strings.Contains(line, "will retry") || strings.Contains(line, "s3cr3t") {
+			t.Fatalf("logged %q", line)
+		}
+		ctx, cancel = context.WithCancel(context.Background())
+		done = make(chan struct{})
+	}
+	cancel()
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -82,7 +84,9 @@ func (c Checkpointer) Run(ctx context.Context) {
 				registered = true
 			}
 		}
-		cp, held, err := c.Log.Checkpoint(c.DB, c.Signer, c.Rule, c.Holder, 10*c.Look)
+		// The lease the sequencer itself takes: a sidecar that signs and
+		// then stops holds up the fleet's sequencing no longer than that.
+		cp, held, err := c.Log.Checkpoint(c.DB, c.Signer, c.Rule, c.Holder, 10*DefaultSequenceEvery)
 		switch {
 		case err != nil:
 			c.Logger.Warn("audit checkpoints", "err", err)
@@ -93,8 +97,9 @@ func (c Checkpointer) Run(ctx context.Context) {
 			if err := c.post(ctx); err != nil {
 				backoff = min(max(2*backoff, c.Look), c.MaxBackoff)
 				retryAt = time.Now().Add(backoff)
-				c.Logger.Warn("audit checkpoint sink: will retry; the checkpoints wait in the store meanwhile",
-					"url", c.URL, "err", err, "retry_in", backoff.String())
+				// Not the URL: it may hold the sink's credential.
+				c.Logger.Warn("audit checkpoint sink (--audit-checkpoint-url): will retry; the checkpoints wait in the store meanwhile",
+					"err", err, "retry_in", backoff.String())
 			} else {
 				backoff = 0
 			}
@@ -153,6 +158,10 @@ func (c Checkpointer) send(ctx context.Context, cp Checkpoint) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Client.Do(req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // without the URL, which may hold a credential
+	}
 	if err != nil {
 		return fmt.Errorf("post checkpoint %d: %w", cp.Position, err)
 	}
