@@ -11,11 +11,11 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Reasons a checkpoint fails against an exported file, besides its
-// signature (ErrCheckpoint's message).
+// Reasons a checkpoint fails against the chain (an exported file, or the
+// store: Verify), besides its signature (ErrCheckpoint's message).
 const (
 	ReasonCheckpointHead   = "the record at the checkpoint's position is not the one it signed: the chain was rewritten"
-	ReasonCheckpointBeyond = "the file ends before the checkpoint's position: it was truncated, or exported before the checkpoint was made (export again)"
+	ReasonCheckpointBeyond = "the chain ends before the checkpoint's position: records were removed from its end, or the file was exported before the checkpoint was made (export again)"
 	ReasonCheckpointOrder  = "checkpoints out of position order"
 )
 
