@@ -216,7 +216,8 @@ func newAuditPage(p audit.Page) client.AuditPage {
 }
 
 func newAuditVerification(r audit.Report) client.AuditVerification {
-	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head, Unsequenced: r.Unsequenced}
+	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head, Unsequenced: r.Unsequenced,
+		Checkpoints: r.Checkpoints, Anchored: r.Anchored}
 	if r.Unsequenced > 0 {
 		v.OldestUnsequenced = &r.OldestUnsequenced
 	}

@@ -197,6 +197,9 @@ hash, fails there without the key.`,
 				}
 			} else if rep.OK {
 				fmt.Fprintf(out, "ok: %d records, chain intact\n", rep.Records)
+				if rep.Checkpoints > 0 {
+					fmt.Fprintf(out, "checkpoints: %d signed checkpoints match it, the last at record %d\n", rep.Checkpoints, rep.Anchored)
+				}
 				if rep.Head != "" {
 					fmt.Fprintf(out, "head: %s\n", rep.Head)
 				}

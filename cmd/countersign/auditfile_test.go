@@ -81,6 +81,18 @@ func TestAnExportVerifiesOfflineAgainstTheCheckpointsTheSinkReceived(t *testing.
 		}
 	}
 
+	// The sidecar's own check matches the chain against them too.
+	var v struct {
+		OK          bool   `json:"ok"`
+		Records     int    `json:"records"`
+		Checkpoints int    `json:"checkpoints"`
+		Anchored    uint64 `json:"anchored"`
+	}
+	if _, body := apiCall(t, st, http.MethodGet, "/v1/audit/verify", "ops-ida", nil); json.Unmarshal(body, &v) != nil ||
+		!v.OK || v.Checkpoints == 0 || v.Anchored != uint64(v.Records) {
+		t.Fatalf("GET /v1/audit/verify: %s", body)
+	}
+
 	dir := t.TempDir()
 	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)

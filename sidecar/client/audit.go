@@ -81,6 +81,11 @@ type AuditVerification struct {
 	// of the oldest of them.
 	Unsequenced       int        `json:"unsequenced,omitempty"`
 	OldestUnsequenced *time.Time `json:"oldest_unsequenced,omitempty"`
+	// Checkpoints counts the signed checkpoints the chain matches, and
+	// Anchored is the last one's position: the records up to it are
+	// vouched for by a signature, those after it by the chain alone.
+	Checkpoints int    `json:"checkpoints,omitempty"`
+	Anchored    uint64 `json:"anchored,omitempty"`
 	// Broken is the first broken link, nil when OK.
 	Broken *AuditBreak `json:"broken,omitempty"`
 }
