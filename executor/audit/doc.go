@@ -70,7 +70,11 @@
 // extending; each sidecar signs with its own key and registers the public
 // half in the store ([RegisterKey], [Keys]), so any of them publishes all.
 //
-// [VerifyExport] checks an exported file offline: every record as Verify
+// [Verify] matches the store's chain against its stored checkpoints too,
+// with the keys the store registers: that catches a rewrite or a cut tail
+// that left the checkpoints alone, not one whose author also registered a
+// key of their own. [VerifyExport] checks an exported file offline, with
+// keys the reviewer obtained apart: every record as Verify
 // checks the store, and every checkpoint's signature against keys the
 // reviewer trusts and its head against the record at its position. Whoever
 // rewrites the whole store recomputing every hash, without a key, fails at
