@@ -143,6 +143,8 @@ var answers = map[string]reflect.Type{
 	"listDecisions 200":           typeOf[client.DecisionPage](),
 	"listAudit 200":               typeOf[client.AuditPage](),
 	"verifyAudit 200":             typeOf[client.AuditVerification](),
+	"listAuditCheckpoints 200":    typeOf[client.AuditCheckpoints](),
+	"auditKeys 200":               typeOf[client.AuditKeys](),
 	"runReconciliation 200":       typeOf[client.Reconciliation](),
 	"getLatestReconciliation 200": typeOf[client.Reconciliation](),
 	// The MCP front answers JSON-RPC or event streams; a notification's

@@ -36,6 +36,7 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", s.metrics(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	e.GET("/.well-known/jwks.json", s.jwks)
+	e.GET("/.well-known/countersign-audit-keys", s.auditKeys)
 	// At the root, as the 401 names it, and with /mcp's path inserted
 	// (RFC 9728 §3.1), where MCP clients look when a 401 names none.
 	e.GET(protectedResourcePath, s.protectedResource)
@@ -93,6 +94,7 @@ func (s *Server) routes() {
 	v1.GET("/decisions", s.role(engine.RoleOperator, engine.RoleLead)(s.decisions))
 	v1.GET("/audit", op(s.auditList))
 	v1.GET("/audit/verify", op(s.auditVerify))
+	v1.GET("/audit/checkpoints", op(s.auditCheckpoints))
 	v1.POST("/reconciliations", op(s.reconcile))
 	v1.GET("/reconciliations/latest", op(s.latestReconciliation))
 

@@ -215,11 +215,12 @@ func newAuditPage(p audit.Page) client.AuditPage {
 // newAuditRecord is one record as the page and the ndjson export show it.
 func newAuditRecord(r audit.Record) client.AuditRecord {
 	return client.AuditRecord{ID: r.ID, At: r.At, Kind: string(r.Kind), Actor: r.Actor, Workflow: r.Workflow, N: r.N,
-		Tool: r.Tool, Args: r.Args, Detail: r.Detail, Pending: r.Pending, Prev: r.Prev, Hash: r.Hash}
+		Tool: r.Tool, Args: r.Args, Detail: r.Detail, Pending: r.Pending, Version: r.Version, Prev: r.Prev, Hash: r.Hash}
 }
 
 func newAuditVerification(r audit.Report) client.AuditVerification {
-	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head, Unsequenced: r.Unsequenced}
+	v := client.AuditVerification{OK: r.OK, Records: r.Records, Head: r.Head, Unsequenced: r.Unsequenced,
+		Checkpoints: r.Checkpoints, Anchored: r.Anchored}
 	if r.Unsequenced > 0 {
 		v.OldestUnsequenced = &r.OldestUnsequenced
 	}

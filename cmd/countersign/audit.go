@@ -60,21 +60,24 @@ func openStopped(data string, timeout time.Duration, instead string) (*store.DB,
 
 func newAuditExportCmd() *cobra.Command {
 	var (
-		data, out string
-		timeout   time.Duration
-		remote    remoteFlags
-		q         client.AuditExport
-		since     string
-		until     string
+		data, out   string
+		checkpoints string
+		timeout     time.Duration
+		remote      remoteFlags
+		q           client.AuditExport
+		since       string
+		until       string
 	)
 	cmd := &cobra.Command{
-		Use:   "export (--data DIR | --sidecar URL --token-file F [filters]) [-o FILE]",
+		Use:   "export (--data DIR | --sidecar URL --token-file F [filters]) [-o FILE] [--checkpoints F]",
 		Short: "Write the audit log as NDJSON, one record per line with its prev and hash",
 		Long: `Write every record of the audit log, oldest first, as NDJSON: one JSON
 object per line, exactly as GET /v1/audit answers it (id, at, kind, actor,
 the record's fields and detail, prev and hash). A reviewer can recompute
 each hash from the record and follow the chain from prev to prev;
-countersign audit verify does both.
+countersign audit verify does both. --checkpoints writes the signed
+checkpoints too (one per line, as GET /v1/audit/checkpoints?format=ndjson
+answers), for countersign audit verify FILE --checkpoints F --key K.
 
 With --data DIR it reads DIR/sidecar.db, which a running sidecar holds
 locked. With --sidecar URL and an operator's --token-file it streams
@@ -102,7 +105,15 @@ filtered export is a selection, not a chain: verify the whole one.`,
 					return err
 				}
 				defer db.Close()
-				return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) { return exportAudit(db, w) })
+				err = writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) { return exportAudit(db, w) })
+				if err != nil || checkpoints == "" {
+					return err
+				}
+				n, err := exportCheckpoints(db, checkpoints)
+				if err == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d signed checkpoints to %s\n", n, checkpoints)
+				}
+				return err
 			}
 			var err error
 			if q.Since, err = flagTime("since", since); err != nil {
@@ -115,13 +126,20 @@ filtered export is a selection, not a chain: verify the whole one.`,
 			if err != nil {
 				return err
 			}
-			return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) {
+			err = writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "audit records", func(w io.Writer) (int, error) {
 				return c.ExportAudit(cmd.Context(), q, w)
+			})
+			if err != nil || checkpoints == "" {
+				return err
+			}
+			return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), checkpoints, "signed checkpoints", func(w io.Writer) (int, error) {
+				return c.ExportCheckpoints(cmd.Context(), w)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "the stopped sidecar's data directory (holds sidecar.db)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().StringVar(&checkpoints, "checkpoints", "", "also write the signed checkpoints to this file (NDJSON), for audit verify FILE --checkpoints")
 	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
 	remote.add(cmd.Flags(), "an operator's")
 	cmd.Flags().Uint64Var(&q.From, "from", 0, "with --sidecar: start at this chain position (from 0)")
@@ -159,13 +177,13 @@ func exportAudit(db *store.DB, w io.Writer) (int, error) {
 
 func newAuditVerifyCmd() *cobra.Command {
 	var (
-		data    string
-		asJSON  bool
-		timeout time.Duration
+		data, checkpoints, key string
+		asJSON                 bool
+		timeout                time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "verify --data DIR",
-		Short: "Verify the audit chain in DIR/sidecar.db and report the first broken link",
+		Use:   "verify --data DIR | verify FILE.ndjson --checkpoints F --key K",
+		Short: "Verify the audit chain in DIR/sidecar.db, or an exported file against signed checkpoints, and report the first broken link",
 		Long: `Walk the audit log in DIR/sidecar.db (the sidecar's state file) in order
 and check every link: each record decodes, its prev is the previous record's
 hash, its hash recomputes, and its id is the key it is stored under.
@@ -177,11 +195,29 @@ GET /v1/audit/verify and an operator token).
 
 The head hash printed on success identifies the whole chain; kept elsewhere,
 it lets a later check notice a truncated or rewritten tail, which the chain
-alone cannot show.`,
+alone cannot show.
+
+With FILE instead of --data, an exported log (NDJSON, one record per line:
+GET /v1/audit?format=ndjson or countersign audit export) is checked offline
+against signed checkpoints, as aws cloudtrail validate-logs checks digest
+files: every record's hash and link, and that each checkpoint of F
+(GET /v1/audit/checkpoints?format=ndjson, countersign audit export
+--checkpoints, or the copies --audit-checkpoint-url received) is signed by a
+key of K (GET /.well-known/countersign-audit-keys, a JWK or a PEM public
+key, obtained apart from the sidecar) and names the record at its position
+with that record's hash. Whoever rewrites the whole store, recomputing every
+hash, fails there without the key.`,
 		Example: `  countersign audit verify --data /tmp/cs
-  countersign audit verify --data /tmp/cs --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  countersign audit verify --data /tmp/cs --json
+  countersign audit verify audit.ndjson --checkpoints checkpoints.ndjson --key audit-keys.json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if data != "" {
+					return &exitError{code: exitAuditUnverified, err: errors.New("give either --data DIR (a stopped sidecar's store) or FILE (an export), not both")}
+				}
+				return verifyAuditFile(cmd, args[0], checkpoints, key, asJSON)
+			}
 			db, err := openStopped(data, timeout, "GET /v1/audit/verify")
 			if err != nil {
 				return &exitError{code: exitAuditUnverified, err: err}
@@ -198,6 +234,9 @@ alone cannot show.`,
 				}
 			} else if rep.OK {
 				fmt.Fprintf(out, "ok: %d records, chain intact\n", rep.Records)
+				if rep.Checkpoints > 0 {
+					fmt.Fprintf(out, "checkpoints: %d signed checkpoints match it, the last at record %d\n", rep.Checkpoints, rep.Anchored)
+				}
 				if rep.Head != "" {
 					fmt.Fprintf(out, "head: %s\n", rep.Head)
 				}
@@ -212,7 +251,9 @@ alone cannot show.`,
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "the sidecar's data directory (holds sidecar.db)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print the report as JSON ({"ok", "records", "head", "broken"})`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the report as JSON ({"ok", "records", "head", "broken"}; with FILE also "checkpoints", "anchored")`)
+	cmd.Flags().StringVar(&checkpoints, "checkpoints", "", "with FILE: the signed checkpoints, NDJSON one per line")
+	cmd.Flags().StringVar(&key, "key", "", "with FILE: the trusted public key(s): a JWKS as GET /.well-known/countersign-audit-keys answers, a JWK, or a PEM public key")
 	cmd.Flags().DurationVar(&timeout, "lock-timeout", time.Second, "how long to wait for a running sidecar to release the file")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/cmd/config"
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
 	"github.com/countersign/countersign/executor/notify"
@@ -68,6 +69,12 @@ type serveFlags struct {
 	// logLevel and logFormat shape the log on stderr (newLogger).
 	logLevel  string
 	logFormat string
+	// auditKeyFile signs the audit's checkpoints, made every
+	// auditCheckpoint.Every records or Interval and posted to
+	// auditCheckpointURL.
+	auditKeyFile       string
+	auditCheckpoint    audit.CheckpointRule
+	auditCheckpointURL string
 }
 
 // testHooks are the crash tests' failpoint and removed controls: both nil
@@ -207,6 +214,14 @@ never a call.`,
 		"file with the fleet's key-encryption key (32 random bytes, base64; make one with countersign keyfile -o FILE): required on a store shared by several sidecars, which keeps the signing keys sealed with it (without --dev)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info",
 		"the least level logged: debug, info, warn or error (the probes' and /metrics scrapes' request lines are debug, a 4xx's info, a 5xx's error)")
+	cmd.Flags().StringVar(&f.auditKeyFile, "audit-key-file", "",
+		"the Ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit's checkpoints; default DATA/"+stack.AuditKeyFile+", created on the first start")
+	cmd.Flags().IntVar(&f.auditCheckpoint.Every, "audit-checkpoint-every", audit.DefaultCheckpointEvery,
+		"sign an audit checkpoint once this many records have been chained since the last one")
+	cmd.Flags().DurationVar(&f.auditCheckpoint.Interval, "audit-checkpoint-interval", audit.DefaultCheckpointInterval,
+		"sign an audit checkpoint at least this often while records are chained (none while nothing happens)")
+	cmd.Flags().StringVar(&f.auditCheckpointURL, "audit-checkpoint-url", "",
+		"post every signed audit checkpoint (JSON) to this http(s) URL, outside the sidecar's reach; retried with backoff, never in a call's way")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "json", "the log's form on stderr: json (one object per line) or text (key=value)")
 	return cmd
 }
@@ -304,6 +319,7 @@ func (f serveFlags) prepare() (prepared, []error) {
 	if f.skew <= 0 {
 		add(fmt.Errorf("--receiver-clock-skew %s must be over zero: no two clocks agree exactly", f.skew))
 	}
+	add(f.checkAudit())
 	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
 		add(err)
 	}
@@ -471,6 +487,7 @@ func (f serveFlags) startProduction(cmd *cobra.Command, log *slog.Logger, h test
 	opts.Listen, opts.Logger, opts.Bundle, opts.Background = f.listen, log, p.bundle, true
 	opts.Failpoint, opts.Controls, opts.PolicyTimeout = h.failpoint, h.controls, f.policyTimeout
 	opts.DispatchTokenTTL, opts.ReceiverClockSkew = f.tokenTTL, f.skew
+	opts.AuditKeyFile, opts.AuditCheckpoint, opts.AuditCheckpointURL = f.auditKeyFile, f.auditCheckpoint, f.auditCheckpointURL
 	st, err := stack.Start(cmd.Context(), opts)
 	if err != nil {
 		return nil, err
@@ -490,6 +507,7 @@ func (f serveFlags) startDev(cmd *cobra.Command, log *slog.Logger, h testHooks, 
 		DispatchTokenTTL: f.tokenTTL, ReceiverClockSkew: f.skew,
 		NotifyWebhook: f.notifyWebhook, NotifyWebhookSecret: p.notifySecret,
 		DecisionLogURL: f.decisionLogURL,
+		AuditKeyFile:   f.auditKeyFile, AuditCheckpoint: f.auditCheckpoint, AuditCheckpointURL: f.auditCheckpointURL,
 	})
 	if err != nil {
 		return nil, err

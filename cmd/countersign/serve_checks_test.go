@@ -109,3 +109,27 @@ func writeJWKS(t *testing.T, key any) string {
 	}
 	return file
 }
+
+// The audit checkpoint flags are checked before anything starts, every
+// problem named at once; a key file must hold an Ed25519 key.
+func TestServeRefusesBadAuditCheckpointFlags(t *testing.T) {
+	notAKey := filepath.Join(t.TempDir(), "not-a-key.pem")
+	if err := os.WriteFile(notAKey, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_, err := runRoot(t, "serve", "--dev", "--data", dir, "--audit-checkpoint-every", "0", "--audit-checkpoint-interval", "-1s",
+		"--audit-checkpoint-url", "ftp://sink", "--audit-key-file", notAKey)
+	if err == nil {
+		t.Fatal("serve started")
+	}
+	for _, w := range []string{"--audit-checkpoint-every 0 must be over zero", "--audit-checkpoint-interval -1s must be over zero",
+		"--audit-checkpoint-url must be an absolute http(s) URL", "--audit-key-file", "openssl genpkey -algorithm ed25519"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not say %q", err, w)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("refused, yet wrote %d entries under --data", len(entries))
+	}
+}

@@ -43,6 +43,8 @@ func sample(t *testing.T, f *pflag.Flag) (env, yaml, want string) {
 		return "true", "true", "true"
 	case "duration":
 		return "7s", "7s", "7s"
+	case "int":
+		return "7", "7", "7"
 	case "stringSlice":
 		return "https://a.example,https://b.example", "[https://a.example, https://b.example]", "[https://a.example,https://b.example]"
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/countersign/countersign/bundles"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
@@ -93,6 +94,11 @@ type Options struct {
 	NotifyWebhookSecret []byte
 	// DecisionLogURL: see stack.Options.
 	DecisionLogURL string
+	// AuditKeyFile, AuditCheckpoint and AuditCheckpointURL: see
+	// stack.Options. Default: the key in DataDir, made on the first start.
+	AuditKeyFile       string
+	AuditCheckpoint    audit.CheckpointRule
+	AuditCheckpointURL string
 }
 
 // InProcessPolicyTimeout is the evaluation deadline of a dev stack whose
@@ -213,6 +219,7 @@ func (st *Stack) productionOptions(o Options) stack.Options {
 		DispatchTokenTTL: o.DispatchTokenTTL, ReceiverClockSkew: o.ReceiverClockSkew,
 		NotifyWebhook: o.NotifyWebhook, NotifyWebhookSecret: o.NotifyWebhookSecret,
 		DecisionLogURL: o.DecisionLogURL,
+		AuditKeyFile:   o.AuditKeyFile, AuditCheckpoint: o.AuditCheckpoint, AuditCheckpointURL: o.AuditCheckpointURL,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/clock"
 	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/engine"
@@ -143,6 +144,17 @@ type Options struct {
 	// DecisionLogURL, when set, is the HTTP sink every decision is
 	// shipped to in OPA's decision-log format (package decisionship).
 	DecisionLogURL string
+	// AuditKeyFile is the Ed25519 private key (PEM, PKCS #8) that signs
+	// the audit's checkpoints; it must exist. Default: DataDir/AuditKeyFile,
+	// created on the first start.
+	AuditKeyFile string
+	// AuditCheckpoint says when a checkpoint is due. Zero members take
+	// audit.DefaultCheckpointEvery and audit.DefaultCheckpointInterval.
+	AuditCheckpoint audit.CheckpointRule
+	// AuditCheckpointURL, when set, is the http(s) URL every checkpoint
+	// is posted to (audit.Checkpointer): a copy outside the sidecar's
+	// reach, against which a rewritten store shows.
+	AuditCheckpointURL string
 }
 
 // Validate reports every problem of o at once.
@@ -191,6 +203,13 @@ func (o Options) Validate() error {
 	}
 	if o.DecisionLogURL != "" && !isBaseURL(o.DecisionLogURL) { // not repeated: it may hold a credential
 		errs = append(errs, errors.New("DecisionLogURL must be an absolute http(s) URL"))
+	}
+	if o.AuditCheckpoint.Every < 0 || o.AuditCheckpoint.Interval < 0 {
+		errs = append(errs, fmt.Errorf("AuditCheckpoint: every %d records and interval %s must not be negative",
+			o.AuditCheckpoint.Every, o.AuditCheckpoint.Interval))
+	}
+	if o.AuditCheckpointURL != "" && !isBaseURL(o.AuditCheckpointURL) { // not repeated: it may hold a credential
+		errs = append(errs, errors.New("AuditCheckpointURL must be an absolute http(s) URL"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack: invalid options: %w", errors.Join(errs...))

@@ -56,8 +56,10 @@ type Stack struct {
 	// notifier posts approval notices (nil: no webhook).
 	notifier *notify.Notifier
 	shipper  *decisionship.Shipper
-	cancel   context.CancelFunc
-	served   chan error
+	// auditSigner signs the audit's checkpoints.
+	auditSigner audit.Signer
+	cancel      context.CancelFunc
+	served      chan error
 	// background are the sweep, reconciliation and monitors serve starts.
 	background sync.WaitGroup
 }
@@ -107,6 +109,9 @@ func (st *Stack) start(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	st.newPolicy(o)
+	if st.auditSigner, err = st.openAuditSigner(o); err != nil {
+		return err
+	}
 	if err := st.loadBundle(ctx, o); err != nil {
 		return err
 	}
@@ -405,6 +410,9 @@ func (st *Stack) serve(o Options, m metrics) {
 		seq := audit.Sequencer{Log: st.Audit, DB: st.Store, Holder: st.Engine.Holder(), Logger: o.Logger, Waiting: m.unsequenced}
 		st.background.Go(func() { seq.Run(sctx) })
 	}
+	cp := audit.Checkpointer{Log: st.Audit, DB: st.Store, Signer: st.auditSigner, Rule: o.AuditCheckpoint,
+		Holder: st.Engine.Holder(), URL: o.AuditCheckpointURL, Logger: o.Logger.With("component", "audit-checkpoints")}
+	st.background.Go(func() { cp.Run(sctx) })
 	if !o.Background {
 		return
 	}

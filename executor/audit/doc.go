@@ -14,12 +14,30 @@
 // # The chain
 //
 // Each [Record] carries the hash of the record before it (Prev, "" for the
-// first) and its own hash:
+// first) and its own hash. Since version 1 ([VersionJCS], the record's
+// "version" member) the hash is
 //
-//	Hash = hex(sha256(Prev + "\n" + canonical JSON of the record without Hash))
+//	Hash = hex(sha256(JCS(the record as stored, without its "hash" member)))
 //
-// where the canonical JSON is an object with its keys sorted and no white
-// space (the form of [Record.Sum]). Record ids are ULIDs: they sort by time,
+// where JCS is RFC 8785, the JSON Canonicalization Scheme (package
+// executor/audit/jcs): members sorted by UTF-16 code units, no white
+// space, strings escaped only where JSON must, numbers as ECMAScript
+// writes them. Any JCS implementation recomputes it from an exported
+// line: in a shell, `jq -c 'del(.hash)'` piped through a JCS tool and
+// sha256sum. Prev is inside the canonical form, so the hash covers the
+// link.
+//
+// A record without "version" was chained before version 1, by the legacy
+// rule: hex(sha256(Prev + "\n" + the record without Hash as Go's encoder
+// writes it, keys sorted, no white space)). It keeps verifying by that
+// rule; Go's encoder escapes <, > and & (as \u003c ...), which is why a
+// generic "sorted keys" script disagreed with it and the rule changed.
+// The version is inside the hashed form, so it cannot be changed without
+// changing the hash; a version this build does not know is reported as
+// [ReasonVersion]. A fleet's record waits unversioned and gets the rule
+// of the sidecar that chains it (Sequence).
+//
+// Record ids are ULIDs: they sort by time,
 // so the store's key order is the chain's order, and they increase strictly
 // even when the injected clock stands still or goes back.
 //
@@ -29,9 +47,49 @@
 // recompute (a record was edited), or an id inside a record that is not the
 // key it is stored under. Editing a record and recomputing its hash moves the
 // break to the next record, whose Prev no longer matches; rewriting the whole
-// tail needs the file and is what an external anchor catches: keep
-// [Report].Head somewhere else and compare. Truncating the tail is likewise
-// visible only against such an anchor (the record count or the head).
+// tail needs the file and is what an external anchor catches: a signed
+// checkpoint (below). Truncating the tail is likewise visible only against
+// such an anchor.
+//
+// # Checkpoints
+//
+// A [Checkpoint] is the sidecar's signed statement that the first Position
+// records of the chain end with record ID, whose hash is Head, at At:
+// Ed25519 over the RFC 8785 form of those members and the key id (the RFC
+// 7638 thumbprint of the public key, so anyone recomputes it). The key is
+// the sidecar's own ([Signer], [LoadOrCreateKey]) and signs nothing else.
+// [Log.Checkpoint] signs one when [CheckpointRule] says it is due (every N
+// records, or T with at least one record), reading first and writing only
+// then; it is stored beside the chain, append-only. [Checkpointer] runs it
+// and posts each stored checkpoint to a sink outside the sidecar's reach,
+// from the store as its outbox (at least once, with backoff, nothing held in
+// memory, never in a call's way).
+//
+// On a fleet the sidecar that holds the sequencer lease signs (taking it
+// when it is free), so a checkpoint covers a chain no other sidecar is
+// extending; each sidecar signs with its own key and registers the public
+// half in the store ([RegisterKey], [Keys]), so any of them publishes all.
+//
+// [Verify] matches the store's chain against its stored checkpoints too,
+// with the keys the store registers: that catches a rewrite or a cut tail
+// that left the checkpoints alone, not one whose author also registered a
+// key of their own. [VerifyExport] checks an exported file offline, with
+// keys the reviewer obtained apart: every record as Verify
+// checks the store, and every checkpoint's signature against keys the
+// reviewer trusts and its head against the record at its position. Whoever
+// rewrites the whole store recomputing every hash, without a key, fails at
+// the first checkpoint after the change; whoever truncates it, at the
+// checkpoint beyond the end. What stands after the last checkpoint is
+// proven by the chain alone until the next one.
+//
+// # What a decision record names
+//
+// A workflow's opening is a [KindWorkflow] record (the rep as actor, the
+// agent, its version, the ticket, the revision and the bounds). A decision
+// record names the rule, the revision, the bundle's digest (a revision is
+// only a name), the decision log's id (decision_id), the agent and its
+// version; a dispatch record the agent. These are plain members of Detail,
+// which GET /v1/audit answers as stored.
 //
 // # Arguments yes, tokens never
 //

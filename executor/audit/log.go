@@ -73,7 +73,7 @@ func (l *Log) Append(tx *store.Tx, r Record) (Record, error) {
 		r.At = l.clock.Now()
 	}
 	r.At = r.At.UTC().Round(0) // drop the monotonic reading; it does not survive the store
-	r.ID, r.Prev, r.Hash, r.Pending = "", "", "", 0
+	r.ID, r.Prev, r.Hash, r.Pending, r.Version = "", "", "", 0, VersionLegacy
 	if tx.Shared() {
 		// On a fleet the record waits, without its place, for Sequence.
 		n, err := tx.NextPendingAudit()
@@ -121,7 +121,9 @@ type head struct {
 
 // chainAfter appends r after last, which is the log's last record.
 func (l *Log) chainAfter(tx *store.Tx, r Record, last head) (Record, error) {
-	r.Prev = last.hash
+	// The rule is chosen here, where the hash is made: a record a fleet
+	// left pending under an older build is chained by this one's rule.
+	r.Prev, r.Version = last.hash, VersionJCS
 	id, err := l.nextID(r.At, last.id)
 	if err != nil {
 		return Record{}, fmt.Errorf("append audit %s: %w", r.Kind, err)

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
+
+	"github.com/countersign/countersign/executor/audit/jcs"
 )
 
 // Kind says what a record is about.
@@ -16,6 +19,7 @@ type Kind string
 
 // Kinds the sidecar writes. Detail holds what is specific to each.
 const (
+	KindWorkflow     Kind = "workflow"     // a workflow opened: by whom, for which agent and ticket, within which bounds
 	KindDecision     Kind = "decision"     // a policy decision on a step
 	KindApproval     Kind = "approval"     // an approval requested, approved, rejected, used, expired, void
 	KindDispatch     Kind = "dispatch"     // an effect about to be sent to a system of record
@@ -51,9 +55,25 @@ type Record struct {
 	// Pending is the number a fleet's record had while it waited to be
 	// chained (Sequence), which the decision log names (0 on bbolt).
 	Pending uint64 `json:"pending,omitempty"`
+	// Version is the rule the record's Hash was made by: VersionJCS for
+	// every record chained since; absent (0) for a record chained before,
+	// which keeps verifying by the rule it was made by (Sum).
+	Version int    `json:"version,omitempty"`
 	Prev    string `json:"prev"`
 	Hash    string `json:"hash"`
 }
+
+// Hash rules (Record.Version).
+const (
+	// VersionLegacy (the field absent): sha256 over Prev, a newline and
+	// the record's fields as Go's encoder writes them, keys sorted. Kept
+	// so that records written before VersionJCS verify.
+	VersionLegacy = 0
+	// VersionJCS: sha256 over the RFC 8785 canonical form of the record
+	// without its hash member, the form any JCS implementation recomputes
+	// from an exported line.
+	VersionJCS = 1
+)
 
 // canonical is a Record without its Hash, its fields declared in the
 // order of their JSON names so that encoding/json writes the keys sorted.
@@ -74,9 +94,96 @@ type canonical struct {
 	Workflow string          `json:"workflow,omitempty"`
 }
 
-// Canonical is the byte form the record's hash is taken over: the record
-// without Hash as a JSON object, keys sorted, no white space.
+// Canonical is the byte form the record's hash is taken over, by the rule
+// its Version names: for VersionJCS the RFC 8785 form of the record as
+// stored without its "hash" member; for VersionLegacy the record without
+// Hash as Go's encoder writes it, keys sorted, no white space.
 func (r Record) Canonical() ([]byte, error) {
+	switch r.Version {
+	case VersionLegacy:
+		return r.legacy()
+	case VersionJCS:
+		return r.jcs()
+	}
+	return nil, fmt.Errorf("canonical record %s: %w: %d", r.ID, ErrVersion, r.Version)
+}
+
+// jcs is the RFC 8785 form of the record as encode stores it, without
+// "hash": what a reviewer computes from an exported line. It is written
+// member by member (the names are ASCII, so their order is fixed) rather
+// than by encoding the record and canonicalizing the result, which took
+// five times as long; FuzzDecode holds the two to the same bytes.
+func (r Record) jcs() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	member := func(name string, value []byte) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(`"` + name + `":`)
+		b.Write(value)
+	}
+	text := func(s string) []byte { v, _ := jcs.Value(s); return v } // a string always canonicalizes
+	number := func(n string) ([]byte, error) { return jcs.Value(json.Number(n)) }
+	at, err := r.At.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("canonical record %s: %w", r.ID, err)
+	}
+	member("actor", text(r.Actor))
+	if len(r.Args) > 0 {
+		args, err := jcs.Transform(r.Args)
+		if err != nil {
+			return nil, fmt.Errorf("canonical record %s: args: %w", r.ID, err)
+		}
+		member("args", args)
+	}
+	member("at", at) // RFC 3339 in quotes: nothing in it to escape
+	if len(r.Detail) > 0 {
+		detail, err := jcs.Value(map[string]any(r.Detail))
+		if err != nil { // Go values Append has not normalized yet
+			detail, err = jcs.Marshal(r.Detail)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("canonical record %s: detail: %w", r.ID, err)
+		}
+		member("detail", detail)
+	}
+	member("id", text(r.ID))
+	member("kind", text(string(r.Kind)))
+	for _, n := range []struct {
+		name  string
+		value uint64
+		set   bool
+	}{{"n", uint64(r.N), r.N != 0}, {"pending", r.Pending, r.Pending != 0}} {
+		if !n.set {
+			continue
+		}
+		v := strconv.FormatUint(n.value, 10)
+		if n.name == "n" {
+			v = strconv.Itoa(r.N) // n may be negative in a hand-made record
+		}
+		c, err := number(v)
+		if err != nil {
+			return nil, fmt.Errorf("canonical record %s: %s: %w", r.ID, n.name, err)
+		}
+		member(n.name, c)
+	}
+	member("prev", text(r.Prev))
+	if r.Tool != "" {
+		member("tool", text(r.Tool))
+	}
+	member("version", []byte(strconv.Itoa(r.Version)))
+	if r.Workflow != "" {
+		member("workflow", text(r.Workflow))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// legacy is the canonical form of VersionLegacy.
+func (r Record) legacy() ([]byte, error) {
 	b, err := json.Marshal(canonical{
 		Actor: r.Actor, Args: r.Args, At: r.At, Detail: r.Detail, ID: r.ID,
 		Kind: r.Kind, N: r.N, Pending: r.Pending, Prev: r.Prev, Tool: r.Tool, Workflow: r.Workflow,
@@ -87,16 +194,19 @@ func (r Record) Canonical() ([]byte, error) {
 	return b, nil
 }
 
-// Sum is the hash the record's Hash field must hold:
-// hex(sha256(Prev + "\n" + Canonical)).
+// Sum is the hash the record's Hash field must hold: for VersionJCS
+// hex(sha256(Canonical)), Prev being inside the canonical form; for
+// VersionLegacy hex(sha256(Prev + "\n" + Canonical)).
 func (r Record) Sum() (string, error) {
 	c, err := r.Canonical()
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	h.Write([]byte(r.Prev))
-	h.Write([]byte{'\n'})
+	if r.Version == VersionLegacy {
+		h.Write([]byte(r.Prev))
+		h.Write([]byte{'\n'})
+	}
 	h.Write(c)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -50,13 +49,7 @@ func (l *Log) Sequence(db *store.DB, holder string, ttl time.Duration) (int, err
 	err := db.UpdateRows(func(tx *store.Tx) error {
 		n = 0
 		now := l.clock.Now()
-		var lease sequencerLease
-		switch raw := tx.Meta(sequencerKey); {
-		case raw == nil:
-		case json.Unmarshal(raw, &lease) != nil:
-			lease = sequencerLease{} // unreadable: taken over
-		}
-		if lease.Holder != "" && lease.Holder != holder && now.Before(lease.Expires) {
+		if !takeLease(tx, holder, now) {
 			return nil
 		}
 		type pending struct {
@@ -75,11 +68,7 @@ func (l *Log) Sequence(db *store.DB, holder string, ttl time.Duration) (int, err
 		if err != nil || len(batch) == 0 {
 			return err // nothing to do: no write, and the lease may lapse
 		}
-		raw, err := json.Marshal(sequencerLease{Holder: holder, Expires: now.Add(ttl)})
-		if err != nil {
-			return err
-		}
-		if err := tx.PutMeta(sequencerKey, raw); err != nil {
+		if err := renewLease(tx, holder, now.Add(ttl)); err != nil {
 			return err
 		}
 		r, err := l.chain(tx, batch[0].r)

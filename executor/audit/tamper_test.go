@@ -263,3 +263,59 @@ func TestRewrittenTailNeedsAnAnchor(t *testing.T) {
 		t.Fatalf("verify = %+v: the chain is consistent, and only its head differs from the anchor %s", rep, recs[5].Hash)
 	}
 }
+
+// In the store too, the chain is checked against its checkpoints: a whole
+// chain rewritten with every hash recomputed (by someone with the file
+// and no key) fails at the first checkpoint after the change, and a chain
+// cut short fails at the checkpoint beyond its end.
+func TestVerifyChecksTheStoredCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sidecar.db")
+	db := openAt(t, path)
+	log, s := newLog(&clock{now: t0}, 7), newSigner(t)
+	if err := audit.RegisterKey(db, s); err != nil {
+		t.Fatal(err)
+	}
+	var recs []audit.Record
+	for i := range 6 {
+		recs = append(recs, mustAppend(t, db, log, refund(i))...)
+		checkpoint(t, db, log, s, audit.CheckpointRule{Every: 3, Interval: time.Hour})
+	}
+	rep, err := audit.Verify(db)
+	if err != nil || !rep.OK || rep.Checkpoints != 2 || rep.Anchored != 4 {
+		t.Fatalf("before: %+v, %v; want the checkpoints at 1 and 4 matched", rep, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rewritten := copyFile(t, path)
+	tamper(t, rewritten, func(b *bolt.Bucket) error {
+		forged := rewrite(t, recs, 2)
+		for _, r := range forged[2:] {
+			v, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(key(r), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if rep, err := audit.Verify(openAt(t, rewritten)); err != nil || rep.OK || rep.Broken.Index != 3 || rep.Broken.Reason != audit.ReasonCheckpointHead {
+		t.Fatalf("rewritten: %+v, %v", rep, err)
+	}
+
+	cut := copyFile(t, path)
+	tamper(t, cut, func(b *bolt.Bucket) error {
+		for _, r := range recs[3:] {
+			if err := b.Delete(key(r)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if rep, err := audit.Verify(openAt(t, cut)); err != nil || rep.OK || rep.Broken.Reason != audit.ReasonCheckpointBeyond {
+		t.Fatalf("cut short: %+v, %v", rep, err)
+	}
+}

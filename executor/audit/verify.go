@@ -1,7 +1,10 @@
 package audit
 
 import (
+	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -13,6 +16,7 @@ import (
 const (
 	ReasonUndecodable = "record does not decode"
 	ReasonPrev        = "prev does not match the previous record's hash: a record was deleted or reordered"
+	ReasonVersion     = "unknown hash version: verify with the countersign that wrote it, or a newer one"
 	ReasonHash        = "hash mismatch: record edited"
 	ReasonID          = "id inside the record does not match its key: record moved"
 	ReasonOrder       = "id out of order"
@@ -32,6 +36,11 @@ type Report struct {
 	// oldest of them was made at OldestUnsequenced.
 	Unsequenced       int       `json:"unsequenced,omitempty"`
 	OldestUnsequenced time.Time `json:"oldest_unsequenced,omitzero"`
+	// Checkpoints is the number of stored checkpoints the chain matches;
+	// Anchored is the position of the last: the records up to it are
+	// vouched for by a signature, those after it by the chain alone.
+	Checkpoints int    `json:"checkpoints,omitempty"`
+	Anchored    uint64 `json:"anchored,omitempty"`
 	// Broken is the first broken link, nil when OK.
 	Broken *Break `json:"broken,omitempty"`
 }
@@ -52,9 +61,17 @@ func (b Break) String() string {
 // Verify walks the log in key order, in one read transaction, and checks
 // that each record decodes, its Prev is the previous record's Hash ("" for
 // the first), its Hash recomputes, the id inside it is the key it is stored
-// under, and ids are ULIDs that increase. It reports the first link that
-// fails; a broken chain is a Report with OK false, not an error. The error
-// is for a store that cannot be read.
+// under, and ids are ULIDs that increase; then that every stored
+// checkpoint verifies with a key the store registers and names the record
+// at its position with that record's hash, and that none lies beyond the
+// chain's end. It reports the first link that fails; a broken chain is a
+// Report with OK false, not an error. The error is for a store that cannot
+// be read.
+//
+// The keys come from the store itself, so this catches a chain rewritten
+// or truncated by someone who left the checkpoints alone, not one who
+// also registered a key of their own: a reviewer checks an export against
+// keys obtained apart (VerifyExport).
 func Verify(db *store.DB) (Report, error) {
 	var (
 		rep      Report
@@ -62,20 +79,46 @@ func Verify(db *store.DB) (Report, error) {
 		prevID   ulid.ULID
 	)
 	err := db.View(func(tx *store.Tx) error {
-		return tx.EachAudit(func(key, value []byte) error {
+		rep, prevHash, prevID = Report{}, "", ulid.ULID{}
+		cps, broken, err := storedCheckpoints(tx)
+		if err != nil {
+			return err
+		}
+		at := map[uint64]Checkpoint{}
+		for _, c := range cps {
+			at[c.Position] = c
+		}
+		err = tx.EachAudit(func(key, value []byte) error {
 			i := rep.Records
 			rep.Records++
 			if rep.Broken != nil {
 				return nil // count the rest; the first break is the one reported
 			}
 			r, id, reason := check(key, value, i, prevHash, prevID)
-			if reason != "" {
+			c, anchored := at[uint64(i+1)]
+			switch {
+			case reason != "":
 				rep.Broken = &Break{Index: i, ID: string(key), Reason: reason}
-				return nil
+			case anchored && (c.ID != r.ID || c.Head != r.Hash):
+				rep.Broken = &Break{Index: i, ID: string(key), Reason: ReasonCheckpointHead}
+			case anchored:
+				rep.Checkpoints, rep.Anchored = rep.Checkpoints+1, c.Position
 			}
 			prevHash, prevID = r.Hash, id
 			return nil
 		})
+		if err != nil || rep.Broken != nil {
+			return err
+		}
+		if broken != nil {
+			rep.Broken = broken
+			return nil
+		}
+		if n := len(cps); n > 0 && cps[n-1].Position > uint64(rep.Records) {
+			c := cps[n-1]
+			rep.Broken = &Break{Index: int(c.Position) - 1, ID: c.ID, Reason: ReasonCheckpointBeyond}
+		}
+		return nil
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("verify audit: %w", err)
@@ -92,6 +135,35 @@ func Verify(db *store.DB) (Report, error) {
 	return rep, nil
 }
 
+// storedCheckpoints reads the checkpoints in tx and checks their
+// signatures with the keys tx registers: the first that fails is broken.
+func storedCheckpoints(tx *store.Tx) (cps []Checkpoint, broken *Break, err error) {
+	keys := map[string]ed25519.PublicKey{}
+	err = tx.EachAuditKey(func(value []byte) error {
+		k, err := ParseKeys(value)
+		if err != nil {
+			return err
+		}
+		maps.Copy(keys, k)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = tx.EachAuditCheckpoint(0, func(value []byte) error {
+		c, err := DecodeCheckpoint(value)
+		if err == nil {
+			err = c.Verify(keys)
+		}
+		if err != nil && broken == nil {
+			broken = &Break{Index: int(c.Position) - 1, ID: c.ID, Reason: err.Error()}
+		}
+		cps = append(cps, c)
+		return nil
+	})
+	return cps, broken, err
+}
+
 // check decodes the record at index i and returns it with its id, or why
 // it breaks the chain.
 func check(key, value []byte, i int, prevHash string, prevID ulid.ULID) (Record, ulid.ULID, string) {
@@ -102,7 +174,11 @@ func check(key, value []byte, i int, prevHash string, prevID ulid.ULID) (Record,
 	if r.Prev != prevHash {
 		return r, ulid.ULID{}, ReasonPrev
 	}
-	if sum, err := r.Sum(); err != nil || sum != r.Hash {
+	sum, err := r.Sum()
+	if errors.Is(err, ErrVersion) {
+		return r, ulid.ULID{}, ReasonVersion
+	}
+	if err != nil || sum != r.Hash {
 		return r, ulid.ULID{}, ReasonHash
 	}
 	if r.ID != string(key) {

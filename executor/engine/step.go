@@ -326,7 +326,7 @@ func (e *Engine) openTx(tx *store.Tx, w store.Workflow) error {
 	if err := e.stale(tx); err != nil {
 		return err
 	}
-	if err := tx.CreateWorkflow(w); err != nil {
+	if err := e.createWorkflow(tx, w); err != nil {
 		return err
 	}
 	return e.fail("after_open")
@@ -826,9 +826,12 @@ func (e *Engine) decide(ctx context.Context, tx *store.Tx, w store.Workflow, r *
 		why := Explain(res, in, lim)
 		r.step.Reason = &why
 	}
-	// The decision's audit record first, so that the log entry names it.
+	// The decision's audit record first, so that the log entry names it;
+	// the record names the entry by its id, and the bundle by its digest
+	// (a revision is only a name: two bundles have carried the same one).
 	rec, err := e.appendAudit(tx, stepRecord(audit.KindDecision, w.User, r.step, map[string]any{
 		"decision": string(res.Decision), "rule": res.Rule, "revision": res.Revision, "mode": string(mode),
+		"digest": logged.Digest, "decision_id": logged.ID, "agent": e.agent, "agent_version": w.AgentVersion,
 	}))
 	if err != nil {
 		return res, err
@@ -909,6 +912,7 @@ func (e *Engine) reserve(tx *store.Tx, r reservation, f facts, now time.Time) (r
 	r.proceed = true
 	if err := e.auditTx(tx, stepRecord(audit.KindDispatch, audit.ActorEngine, r.step, map[string]any{
 		"idempotency_key": r.step.Key, "audience": tool.MustLookup(r.step.Tool).Audience, "attempt": r.step.Attempts,
+		"agent": e.agent,
 	})); err != nil {
 		return r, err
 	}

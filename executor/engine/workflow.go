@@ -8,6 +8,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/store"
 )
@@ -79,7 +80,7 @@ func (e *Engine) OpenWorkflow(ctx context.Context, p Person, nw NewWorkflow) (w 
 			if w, created, err = e.opened(tx, p, o); err != nil || !created {
 				return err
 			}
-			return tx.CreateWorkflow(w)
+			return e.createWorkflow(tx, w)
 		})
 	})
 	return w, created, err
@@ -149,6 +150,21 @@ func (e *Engine) opened(tx *store.Tx, p Person, o *opening) (w store.Workflow, c
 	w = o.w
 	w.PolicyRevision = e.policy.Revision()
 	return w, true, nil
+}
+
+// createWorkflow stores the new workflow w and its audit record in tx:
+// who opened it, for which agent and ticket, under which revision, within
+// which bounds. The record is what a reviewer reads for "who asked".
+func (e *Engine) createWorkflow(tx *store.Tx, w store.Workflow) error {
+	if err := tx.CreateWorkflow(w); err != nil {
+		return err
+	}
+	return e.auditTx(tx, audit.Record{Kind: audit.KindWorkflow, Actor: w.User, Workflow: w.ID, At: w.Created,
+		Detail: map[string]any{
+			"ticket": w.Ticket, "agent": e.agent, "agent_version": w.AgentVersion, "revision": w.PolicyRevision,
+			"bounds": map[string]any{"max_steps": w.Bounds.MaxSteps, "max_spend": int64(w.Bounds.MaxSpend),
+				"deadline": w.Bounds.Deadline.UTC().Format(time.RFC3339), "max_attempts": w.Bounds.MaxAttempts},
+		}})
 }
 
 // Workflow returns a workflow with its steps. A rep sees only their own;

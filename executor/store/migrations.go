@@ -153,6 +153,41 @@ var migrations = []string{
 		END IF;
 		RETURN n;
 	END $$`,
+	// 5: the audit's signed checkpoints and the public keys that signed
+	// them (executor/audit), and the view kv showing them too.
+	`CREATE TABLE kv_audit_checkpoints (key bytea PRIMARY KEY, value bytea NOT NULL);
+	CREATE TABLE kv_audit_keys (key bytea PRIMARY KEY, value bytea NOT NULL);
+	CREATE OR REPLACE VIEW kv AS SELECT 'alerts'::text AS bucket, key, value FROM kv_alerts
+		UNION ALL SELECT 'approvals'::text AS bucket, key, value FROM kv_approvals
+		UNION ALL SELECT 'audit'::text AS bucket, key, value FROM kv_audit
+		UNION ALL SELECT 'audit_pending'::text AS bucket, key, value FROM kv_audit_pending
+		UNION ALL SELECT 'breakers'::text AS bucket, key, value FROM kv_breakers
+		UNION ALL SELECT 'bundle_blobs'::text AS bucket, key, value FROM kv_bundle_blobs
+		UNION ALL SELECT 'bundles'::text AS bucket, key, value FROM kv_bundles
+		UNION ALL SELECT 'calls'::text AS bucket, key, value FROM kv_calls
+		UNION ALL SELECT 'credential_keys'::text AS bucket, key, value FROM kv_credential_keys
+		UNION ALL SELECT 'decisions'::text AS bucket, key, value FROM kv_decisions
+		UNION ALL SELECT 'decisions_by_workflow'::text AS bucket, key, value FROM kv_decisions_by_workflow
+		UNION ALL SELECT 'lease_fences'::text AS bucket, key, value FROM kv_lease_fences
+		UNION ALL SELECT 'leases'::text AS bucket, key, value FROM kv_leases
+		UNION ALL SELECT 'meta'::text AS bucket, key, value FROM kv_meta
+		UNION ALL SELECT 'modes'::text AS bucket, key, value FROM kv_modes
+		UNION ALL SELECT 'page_sessions'::text AS bucket, key, value FROM kv_page_sessions
+		UNION ALL SELECT 'refunds_by_order'::text AS bucket, key, value FROM kv_refunds_by_order
+		UNION ALL SELECT 'rejections'::text AS bucket, key, value FROM kv_rejections
+		UNION ALL SELECT 'reships_by_order'::text AS bucket, key, value FROM kv_reships_by_order
+		UNION ALL SELECT 'spent_by_agent'::text AS bucket, key, value FROM kv_spent_by_agent
+		UNION ALL SELECT 'spent_by_agent_sums'::text AS bucket, key, value FROM kv_spent_by_agent_sums
+		UNION ALL SELECT 'spent_by_order'::text AS bucket, key, value FROM kv_spent_by_order
+		UNION ALL SELECT 'spent_by_rep'::text AS bucket, key, value FROM kv_spent_by_rep
+		UNION ALL SELECT 'spent_by_rep_sums'::text AS bucket, key, value FROM kv_spent_by_rep_sums
+		UNION ALL SELECT 'steps'::text AS bucket, key, value FROM kv_steps
+		UNION ALL SELECT 'switches'::text AS bucket, key, value FROM kv_switches
+		UNION ALL SELECT 'workflows'::text AS bucket, key, value FROM kv_workflows
+		UNION ALL SELECT 'workflows_by_seq'::text AS bucket, key, value FROM kv_workflows_by_seq
+		UNION ALL SELECT 'workflows_by_user'::text AS bucket, key, value FROM kv_workflows_by_user
+		UNION ALL SELECT 'audit_checkpoints'::text AS bucket, key, value FROM kv_audit_checkpoints
+		UNION ALL SELECT 'audit_keys'::text AS bucket, key, value FROM kv_audit_keys`,
 }
 
 // migrationLock is the key of the advisory lock the migrations run under.

@@ -25,7 +25,7 @@ var (
 	allBuckets   = [][]byte{bWorkflows, bSteps, bCalls, bApprovals, bSwitches, bDecisions, bDecisionsWF,
 		bOrderSpent, bRepSpent, bAgentSpent, bRepSpentSums, bAgentSpentSums, bOrderReships, bBundles, bBlobs, bMeta, bAudit,
 		bModes, bBreakers, bRejections, bWorkflowsBySeq, bWorkflowsByUser, bCredentialKeys, bLeases, bFences, bAlerts, bPageSessions,
-		bOrderRefunds, bAuditPending}
+		bOrderRefunds, bAuditPending, bAuditCheckpoints, bAuditKeys}
 )
 
 // DB is an open store, on bbolt (Open) or PostgreSQL (OpenPostgres).

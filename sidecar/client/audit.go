@@ -60,6 +60,10 @@ type AuditRecord struct {
 	// Pending is the number a fleet's record waited under before it was
 	// chained, which a decision's audit_pending names.
 	Pending uint64 `json:"pending,omitempty"`
+	// Version is the rule the hash was made by: 1 for RFC 8785 (the
+	// record without "hash", canonicalized, sha256); absent for a record
+	// made before it (executor/audit's doc says the old rule).
+	Version int    `json:"version,omitempty"`
 	Prev    string `json:"prev"`
 	Hash    string `json:"hash"`
 }
@@ -77,6 +81,11 @@ type AuditVerification struct {
 	// of the oldest of them.
 	Unsequenced       int        `json:"unsequenced,omitempty"`
 	OldestUnsequenced *time.Time `json:"oldest_unsequenced,omitempty"`
+	// Checkpoints counts the signed checkpoints the chain matches, and
+	// Anchored is the last one's position: the records up to it are
+	// vouched for by a signature, those after it by the chain alone.
+	Checkpoints int    `json:"checkpoints,omitempty"`
+	Anchored    uint64 `json:"anchored,omitempty"`
 	// Broken is the first broken link, nil when OK.
 	Broken *AuditBreak `json:"broken,omitempty"`
 }

@@ -89,6 +89,13 @@ func (c *Client) ExportDecisionLog(ctx context.Context, q DecisionExport, w io.W
 	return c.stream(ctx, "/v1/decisions", q.values(), w)
 }
 
+// ExportCheckpoints streams the audit's signed checkpoints (GET
+// /v1/audit/checkpoints?format=ndjson) to w, as ExportAudit does the
+// records, for an offline verify of an export.
+func (c *Client) ExportCheckpoints(ctx context.Context, w io.Writer) (int, error) {
+	return c.stream(ctx, "/v1/audit/checkpoints", url.Values{"format": {"ndjson"}}, w)
+}
+
 // stream copies an ndjson answer to w line by line.
 func (c *Client) stream(ctx context.Context, path string, query url.Values, w io.Writer) (int, error) {
 	op := "GET " + path
