@@ -112,10 +112,12 @@ type bundleRecord struct {
 	Status   string `json:"status"`
 	By       string `json:"by"`
 	Failures []struct {
-		Case     string `json:"case"`
-		Amount   *int64 `json:"amount"`
-		Expected string `json:"expected"`
-		Got      string `json:"got"`
+		Case         string `json:"case"`
+		Amount       *int64 `json:"amount"`
+		Expected     string `json:"expected"`
+		Got          string `json:"got"`
+		ExpectedRule string `json:"expected_rule"`
+		GotRule      string `json:"got_rule"`
 	} `json:"failures"`
 }
 
@@ -242,6 +244,37 @@ func TestBundleGate(t *testing.T) {
 	e.send(t, http.MethodPost, "/v1/bundles", h, bytes.NewReader(buildBundle(t, "p3"))).want(t, http.StatusBadRequest, "")
 	if b := active(); b.Revision != "p2" {
 		t.Errorf("bad uploads changed the active bundle to %s", b.Revision)
+	}
+}
+
+// A case that pins its rule fails on the rule alone when the decision
+// stays: p1 with R7 renamed R13 still requires approval above the auto
+// limit, and the 422 names both rules, so that the failure does not read
+// "expected REQUIRE_APPROVAL, got REQUIRE_APPROVAL".
+func TestBundleGateNamesTheRules(t *testing.T) {
+	e := start(t, devstack.Options{})
+	fsys, err := bundles.Variant("p1", "p1-renamed", func(s string) string {
+		return strings.ReplaceAll(s, "R7-refund-needs-approval", "R13-refund-needs-approval")
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["ops-ida"]}, "Content-Type": {"application/gzip"}}
+	r := e.send(t, http.MethodPost, "/v1/bundles", h, bytes.NewReader(archive))
+	r.want(t, http.StatusUnprocessableEntity, "gate_failed")
+	var rejected bundleRecord
+	r.decode(t, &rejected)
+	var fails []string
+	for _, f := range rejected.Failures {
+		fails = append(fails, f.Case+": "+f.Expected+" by "+f.ExpectedRule+" got "+f.Got+" by "+f.GotRule)
+	}
+	want := "refund above the auto limit: REQUIRE_APPROVAL by R7-refund-needs-approval got REQUIRE_APPROVAL by R13-refund-needs-approval"
+	if len(fails) == 0 || fails[0] != want {
+		t.Errorf("gate failures\n%s\nwant first\n%s", strings.Join(fails, "\n"), want)
 	}
 }
 
