@@ -249,8 +249,9 @@ func TestBundleGate(t *testing.T) {
 
 // A case that pins its rule fails on the rule alone when the decision
 // stays: p1 with R7 renamed R13 still requires approval above the auto
-// limit, and the 422 names both rules, so that the failure does not read
-// "expected REQUIRE_APPROVAL, got REQUIRE_APPROVAL".
+// limit, and the 422 and the rejected bundle's record name both rules, so
+// that the failure does not read "expected REQUIRE_APPROVAL, got
+// REQUIRE_APPROVAL".
 func TestBundleGateNamesTheRules(t *testing.T) {
 	e := start(t, devstack.Options{})
 	fsys, err := bundles.Variant("p1", "p1-renamed", func(s string) string {
@@ -268,13 +269,20 @@ func TestBundleGateNamesTheRules(t *testing.T) {
 	r.want(t, http.StatusUnprocessableEntity, "gate_failed")
 	var rejected bundleRecord
 	r.decode(t, &rejected)
-	var fails []string
-	for _, f := range rejected.Failures {
-		fails = append(fails, f.Case+": "+f.Expected+" by "+f.ExpectedRule+" got "+f.Got+" by "+f.GotRule)
+	var history []bundleRecord
+	e.call(t, http.MethodGet, "/v1/bundles", "ops-ida", nil).decode(t, &history)
+	if len(history) != 2 || history[1].Status != "rejected" {
+		t.Fatalf("history %+v, want p1 and the rejected bundle", history)
 	}
 	want := "refund above the auto limit: REQUIRE_APPROVAL by R7-refund-needs-approval got REQUIRE_APPROVAL by R13-refund-needs-approval"
-	if len(fails) == 0 || fails[0] != want {
-		t.Errorf("gate failures\n%s\nwant first\n%s", strings.Join(fails, "\n"), want)
+	for what, rec := range map[string]bundleRecord{"the 422's failures": rejected, "the rejected record's failures": history[1]} {
+		var fails []string
+		for _, f := range rec.Failures {
+			fails = append(fails, f.Case+": "+f.Expected+" by "+f.ExpectedRule+" got "+f.Got+" by "+f.GotRule)
+		}
+		if len(fails) == 0 || fails[0] != want {
+			t.Errorf("%s\n%s\nwant first\n%s", what, strings.Join(fails, "\n"), want)
+		}
 	}
 }
 
