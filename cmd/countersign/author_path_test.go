@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,9 +55,9 @@ func TestAuthorsPathWithTheCLI(t *testing.T) {
 	}
 	setAutoLimit(t, src, 5000, 7500)
 
-	// 2. opa test: every test passes at $75.00, and the tests that name the
-	// auto limit check $75.00, not $50.00: with the rule held at $50.00
-	// while the data says $75.00, exactly they fail.
+	// 2. opa test: every test passes at $75.00, and the tests at the auto
+	// limit check $75.00, not $50.00: with the rule held at $50.00 while
+	// the data says $75.00, those tests fail, and only they.
 	if failed, _ := opaTest(t, src); len(failed) > 0 {
 		t.Fatalf("opa test at $75.00: %v failed", failed)
 	}
@@ -225,10 +226,8 @@ func (a author) refund(workflow, order string, code int, status, rule string) {
 // setAutoLimit edits data.json of the Rego source src, as an author would.
 func setAutoLimit(t *testing.T, src string, from, to int) {
 	t.Helper()
-	replaceIn(t, filepath.Join(src, "data.json"), `"refund_auto": `+itoa(from), `"refund_auto": `+itoa(to))
+	replaceIn(t, filepath.Join(src, "data.json"), `"refund_auto": `+strconv.Itoa(from), `"refund_auto": `+strconv.Itoa(to))
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // replaceIn replaces the one old in the file with new.
 func replaceIn(t *testing.T, path, old, new string) {
