@@ -94,6 +94,16 @@ func TestAuthorsPathWithTheCLI(t *testing.T) {
 		"1 would change ($60.00 in all)",
 		"REQUIRE_APPROVAL ALLOW default-allow-after-checks 1 $60.00 W-p1/1 O-1001 $60.00",
 		"dry run: nothing was activated or recorded; an upload would wait for a second operator")
+	var preview struct {
+		Gate   struct{ Digest string }
+		Impact struct {
+			ChangedAmount int64 `json:"changed_amount"`
+		}
+	}
+	a.ok("ops-ida", "bundle", "upload", pTest, "--dry-run", "--json").decode(t, &preview)
+	if preview.Gate.Digest != digest || preview.Impact.ChangedAmount != 6000 {
+		t.Errorf("dry run --json: %+v, want the gate of %s and 6000 cents changing", preview, digest)
+	}
 
 	// 5. The upload waits for a second operator; the second approves it.
 	a.ok("ops-ida", "bundle", "upload", pTest).has(t,
@@ -124,8 +134,9 @@ func TestAuthorsPathWithTheCLI(t *testing.T) {
 		t.Fatalf("opa test with the 90-day rule: %v failed, %d of the README's R13 tests ran", failed, ran["test_r13_"])
 	}
 	p90 := filepath.Join(t.TempDir(), "p-test-90.tar.gz")
-	a.ok("", "bundle", "build", "--rego", src, "--revision", "p-test-90", "-o", p90)
+	r = a.ok("", "bundle", "build", "--rego", src, "--revision", "p-test-90", "-o", p90)
 	d90 := sha256File(t, p90)
+	r.has(t, "wrote "+p90+": revision p-test-90, sha256 "+d90)
 	a.ok("ops-ida", "bundle", "upload", p90).has(t, "p-test-90 (sha256 "+d90+") awaits a second operator")
 	a.ok("ops-jon", "bundle", "approve", d90).has(t, "p-test-90 (sha256 "+d90+") is active, by ops-jon, proposed by ops-ida")
 	a.active("p-test-90", d90)
