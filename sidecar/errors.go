@@ -286,14 +286,17 @@ func isJSON(ct string) bool {
 }
 
 // gateFailures lists what a rejected bundle failed, in the contract's shape.
-// An undeclared limit change and a failing Rego test have no amount.
+// An undeclared limit change and a failing Rego test have no amount; a
+// case carries its rules, without which one that failed on its rule alone
+// would read "expected REQUIRE_APPROVAL, got REQUIRE_APPROVAL".
 func gateFailures(r policy.Report) []client.GateFailure {
 	out := []client.GateFailure{}
 	for _, f := range r.LimitFailures {
 		out = append(out, client.GateFailure{Case: f.Case, Expected: f.Expected, Got: f.Got})
 	}
 	for _, f := range r.FailedCases() {
-		out = append(out, client.GateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got})
+		out = append(out, client.GateFailure{Case: f.Case, Amount: &f.Amount, Expected: f.Expected, Got: f.Got,
+			ExpectedRule: f.ExpectedRule, GotRule: f.GotRule})
 	}
 	for _, name := range r.TestFailures {
 		out = append(out, client.GateFailure{Case: "rego test " + name, Expected: "pass", Got: "fail"})

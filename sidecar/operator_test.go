@@ -112,10 +112,12 @@ type bundleRecord struct {
 	Status   string `json:"status"`
 	By       string `json:"by"`
 	Failures []struct {
-		Case     string `json:"case"`
-		Amount   *int64 `json:"amount"`
-		Expected string `json:"expected"`
-		Got      string `json:"got"`
+		Case         string `json:"case"`
+		Amount       *int64 `json:"amount"`
+		Expected     string `json:"expected"`
+		Got          string `json:"got"`
+		ExpectedRule string `json:"expected_rule"`
+		GotRule      string `json:"got_rule"`
 	} `json:"failures"`
 }
 
@@ -242,6 +244,45 @@ func TestBundleGate(t *testing.T) {
 	e.send(t, http.MethodPost, "/v1/bundles", h, bytes.NewReader(buildBundle(t, "p3"))).want(t, http.StatusBadRequest, "")
 	if b := active(); b.Revision != "p2" {
 		t.Errorf("bad uploads changed the active bundle to %s", b.Revision)
+	}
+}
+
+// A case that pins its rule fails on the rule alone when the decision
+// stays: p1 with R7 renamed R13 still requires approval above the auto
+// limit, and the 422 and the rejected bundle's record name both rules, so
+// that the failure does not read "expected REQUIRE_APPROVAL, got
+// REQUIRE_APPROVAL".
+func TestBundleGateNamesTheRules(t *testing.T) {
+	e := start(t, devstack.Options{})
+	fsys, err := bundles.Variant("p1", "p1-renamed", func(s string) string {
+		return strings.ReplaceAll(s, "R7-refund-needs-approval", "R13-refund-needs-approval")
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := policy.Build(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Authorization": {"Bearer " + e.st.Tokens["ops-ida"]}, "Content-Type": {"application/gzip"}}
+	r := e.send(t, http.MethodPost, "/v1/bundles", h, bytes.NewReader(archive))
+	r.want(t, http.StatusUnprocessableEntity, "gate_failed")
+	var rejected bundleRecord
+	r.decode(t, &rejected)
+	var history []bundleRecord
+	e.call(t, http.MethodGet, "/v1/bundles", "ops-ida", nil).decode(t, &history)
+	if len(history) != 2 || history[1].Status != "rejected" {
+		t.Fatalf("history %+v, want p1 and the rejected bundle", history)
+	}
+	want := "refund above the auto limit: REQUIRE_APPROVAL by R7-refund-needs-approval got REQUIRE_APPROVAL by R13-refund-needs-approval"
+	for what, rec := range map[string]bundleRecord{"the 422's failures": rejected, "the rejected record's failures": history[1]} {
+		var fails []string
+		for _, f := range rec.Failures {
+			fails = append(fails, f.Case+": "+f.Expected+" by "+f.ExpectedRule+" got "+f.Got+" by "+f.GotRule)
+		}
+		if len(fails) == 0 || fails[0] != want {
+			t.Errorf("%s\n%s\nwant first\n%s", what, strings.Join(fails, "\n"), want)
+		}
 	}
 }
 

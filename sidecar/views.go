@@ -303,7 +303,7 @@ func newBundleView(r store.BundleRecord) client.Bundle {
 		Proposer: r.Proposer, At: r.At, BreakGlass: r.BreakGlass, Reason: r.Reason, Rollback: r.Rollback,
 		LimitChanges: each(r.LimitChanges, func(c store.LimitChange) client.LimitChange { return client.LimitChange(c) }),
 		Failures: each(r.Failures, func(f store.BundleFailure) client.GateCase {
-			return client.GateCase{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got}
+			return client.GateCase{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got, ExpectedRule: f.ExpectedRule, GotRule: f.GotRule}
 		}),
 		TestFailures: r.TestFailures, Impact: storedImpact(r), Review: storedReview(r)}
 }

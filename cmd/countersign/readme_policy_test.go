@@ -37,37 +37,12 @@ const (
 // denies a refund on an order placed 91 days before the sidecar's clock
 // and allows one on an order placed 89 days before.
 func TestReadmeNinetyDayRule(t *testing.T) {
-	blocks := map[string]string{}
-	for _, f := range readmeFences(t) {
-		if f.mark == readmeRule || f.mark == readmePredicate || f.mark == readmeTests {
-			blocks[f.mark] = f.body
-		}
-	}
-	if len(blocks) != 3 {
-		t.Fatalf("the README has %d of the worked example's 3 marked blocks", len(blocks))
-	}
 	root := filepath.Join("..", "..")
 	src := filepath.Join(t.TempDir(), "rego")
 	if err := os.CopyFS(src, os.DirFS(filepath.Join(root, "rego"))); err != nil {
 		t.Fatal(err)
 	}
-	edit := func(name string, change func(string) string) {
-		p := filepath.Join(src, "call", name)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(change(string(b))), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	edit("call.rego", func(s string) string {
-		if strings.Count(s, beforeR3) != 1 {
-			t.Fatalf("call.rego has no one %q to add the rule before", beforeR3)
-		}
-		return strings.Replace(s, beforeR3, blocks[readmeRule]+beforeR3, 1) + "\n" + blocks[readmePredicate]
-	})
-	edit("call_test.rego", func(s string) string { return s + "\n" + blocks[readmeTests] })
+	addNinetyDayRule(t, src)
 
 	// opa test, as `go tool opa test rego/` runs it: every test passes, the
 	// README's among them.
@@ -142,6 +117,39 @@ func TestReadmeNinetyDayRule(t *testing.T) {
 			t.Errorf("$10 refund on %s: %d %s, want %d %s by %s", tt.order, status, body, tt.code, tt.status, tt.rule)
 		}
 	}
+}
+
+// addNinetyDayRule adds the README's worked example to the Rego source
+// directory src as the README says: the rule before R3's, the predicate at
+// the end of call.rego, the tests at the end of call_test.rego.
+func addNinetyDayRule(t *testing.T, src string) {
+	t.Helper()
+	blocks := map[string]string{}
+	for _, f := range readmeFences(t) {
+		if f.mark == readmeRule || f.mark == readmePredicate || f.mark == readmeTests {
+			blocks[f.mark] = f.body
+		}
+	}
+	if len(blocks) != 3 {
+		t.Fatalf("the README has %d of the worked example's 3 marked blocks", len(blocks))
+	}
+	edit := func(name string, change func(string) string) {
+		p := filepath.Join(src, "call", name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(change(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("call.rego", func(s string) string {
+		if strings.Count(s, beforeR3) != 1 {
+			t.Fatalf("call.rego has no one %q to add the rule before", beforeR3)
+		}
+		return strings.Replace(s, beforeR3, blocks[readmeRule]+beforeR3, 1) + "\n" + blocks[readmePredicate]
+	})
+	edit("call_test.rego", func(s string) string { return s + "\n" + blocks[readmeTests] })
 }
 
 // call sends one request to the dev sidecar as a fixture person.

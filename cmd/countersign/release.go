@@ -127,7 +127,7 @@ func apiFailure(w io.Writer, err error, asJSON bool) error {
 			if f.Amount != nil {
 				amount = f.Amount.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Case, amount, f.Expected, f.Got)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Case, amount, outcome(f.Expected, f.ExpectedRule), outcome(f.Got, f.GotRule))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

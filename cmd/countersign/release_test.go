@@ -171,7 +171,7 @@ func TestBundleReleasePath(t *testing.T) {
 
 	out, err = runRelease(t, append([]string{"upload", renamed}, as("ops-ida")...)...)
 	if err == nil || !strings.Contains(err.Error(), "the sidecar answered 422 gate_failed: ") || !strings.Contains(err.Error(), "countersign bundle test FILE") ||
-		!strings.Contains(strings.Join(strings.Fields(out), " "), "FAILED CASE AMOUNT EXPECTED GOT refund above the auto limit $51.00 REQUIRE_APPROVAL") {
+		!strings.Contains(strings.Join(strings.Fields(out), " "), "FAILED CASE AMOUNT EXPECTED GOT refund above the auto limit $51.00 REQUIRE_APPROVAL (R7-refund-needs-approval) REQUIRE_APPROVAL (R13-refund-needs-approval)") {
 		t.Errorf("upload of R7 renamed R13: %v\n%s", err, out)
 	}
 

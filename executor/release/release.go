@@ -56,7 +56,8 @@ func (h History) Record(ctx context.Context, r policy.HistoryRecord) error {
 		rec.LimitChanges = append(rec.LimitChanges, store.LimitChange(c))
 	}
 	for _, f := range r.Failures {
-		rec.Failures = append(rec.Failures, store.BundleFailure{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got})
+		rec.Failures = append(rec.Failures, store.BundleFailure{Case: f.Case, Amount: f.Amount, Expected: f.Expected, Got: f.Got,
+			ExpectedRule: f.ExpectedRule, GotRule: f.GotRule})
 	}
 	if r.Impact != nil {
 		b, err := json.Marshal(r.Impact)

@@ -273,10 +273,12 @@ const (
 
 // BundleFailure is one failing gate case.
 type BundleFailure struct {
-	Case     string      `json:"case"`
-	Amount   money.Cents `json:"amount"`
-	Expected string      `json:"expected"`
-	Got      string      `json:"got"`
+	Case         string      `json:"case"`
+	Amount       money.Cents `json:"amount"`
+	Expected     string      `json:"expected"`
+	Got          string      `json:"got"`
+	ExpectedRule string      `json:"expected_rule,omitempty"`
+	GotRule      string      `json:"got_rule,omitempty"`
 }
 
 // BundleRecord is one bundle activation attempt.

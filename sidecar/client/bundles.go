@@ -172,10 +172,12 @@ type Bundle struct {
 
 // GateCase is one failing gate case of a recorded attempt.
 type GateCase struct {
-	Case     string      `json:"case"`
-	Amount   money.Cents `json:"amount"`
-	Expected string      `json:"expected"`
-	Got      string      `json:"got"`
+	Case         string      `json:"case"`
+	Amount       money.Cents `json:"amount"`
+	Expected     string      `json:"expected"`
+	Got          string      `json:"got"`
+	ExpectedRule string      `json:"expected_rule,omitempty"`
+	GotRule      string      `json:"got_rule,omitempty"`
 }
 
 // LimitChange is one limit a bundle changes, in the limit's units (cents,

@@ -74,8 +74,9 @@ func bundleCalls(t *testing.T, as func(who string) *client.Client) {
 	_, err = ops.UploadBundle(ctx, p2, client.UploadOptions{})
 	ae := apiError(t, err, http.StatusUnprocessableEntity, "gate_failed")
 	if len(ae.Failures) != 5 || ae.Failures[0].Case != "limit_change_undeclared" || ae.Failures[0].Amount != nil ||
-		ae.Failures[2].Amount == nil || *ae.Failures[2].Amount != 5100 {
-		t.Errorf("p2's failures: %+v; want the seed's three cases after the two undeclared changes", ae.Failures)
+		ae.Failures[2].Amount == nil || *ae.Failures[2].Amount != 5100 ||
+		ae.Failures[2].ExpectedRule != "R7-refund-needs-approval" || ae.Failures[2].GotRule != "default-allow-after-checks" {
+		t.Errorf("p2's failures: %+v; want the seed's three cases, with their rules, after the two undeclared changes", ae.Failures)
 	}
 
 	act, err := ops.UploadBundle(ctx, p3, client.UploadOptions{})

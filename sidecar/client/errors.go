@@ -42,12 +42,16 @@ type GateFailedBody struct {
 }
 
 // GateFailure is one case a rejected bundle failed. An undeclared limit
-// change and a failing Rego test have no amount.
+// change and a failing Rego test have no amount and no rules. A case that
+// pins the rule as well as the decision may fail on the rule alone
+// (Expected == Got): ExpectedRule and GotRule then say how.
 type GateFailure struct {
-	Case     string       `json:"case"`
-	Amount   *money.Cents `json:"amount,omitempty"`
-	Expected string       `json:"expected"`
-	Got      string       `json:"got"`
+	Case         string       `json:"case"`
+	Amount       *money.Cents `json:"amount,omitempty"`
+	Expected     string       `json:"expected"`
+	Got          string       `json:"got"`
+	ExpectedRule string       `json:"expected_rule,omitempty"`
+	GotRule      string       `json:"got_rule,omitempty"`
 }
 
 func (e *Error) Error() string {
