@@ -49,9 +49,7 @@ func (s *Server) auditCheckpoints(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := each(cps, func(cp audit.Checkpoint) client.AuditCheckpoint {
-		return client.AuditCheckpoint{Position: cp.Position, ID: cp.ID, Head: cp.Head, At: cp.At, Kid: cp.KeyID, Sig: cp.Signature}
-	})
+	views := each(cps, newCheckpoint)
 	if format != "ndjson" {
 		return c.JSON(http.StatusOK, client.AuditCheckpoints{Checkpoints: views})
 	}
@@ -64,4 +62,9 @@ func (s *Server) auditCheckpoints(c echo.Context) error {
 		}
 	}
 	return nil
+}
+
+// newCheckpoint is a checkpoint as the API shows it.
+func newCheckpoint(cp audit.Checkpoint) client.AuditCheckpoint {
+	return client.AuditCheckpoint{Position: cp.Position, ID: cp.ID, Head: cp.Head, At: cp.At, Kid: cp.KeyID, Sig: cp.Signature}
 }

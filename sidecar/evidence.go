@@ -73,6 +73,10 @@ func newVerdict(ev evidence.Evidence) client.EvidenceVerification {
 		last := ev.Records[len(ev.Records)-1].Position
 		v.Through = &last
 	}
+	if ev.Checkpoint != nil {
+		cp := newCheckpoint(*ev.Checkpoint)
+		v.Checkpoint, v.Anchored = &cp, ev.Anchored()
+	}
 	switch {
 	case len(ev.Records) == 0 && ev.Pending == 0:
 		v.Text = "no audit record covers this step"
@@ -84,6 +88,15 @@ func newVerdict(ev evidence.Evidence) client.EvidenceVerification {
 		v.Text = fmt.Sprintf("the chain verifies through position %d, the last of the step's %d records; it breaks later, at position %d: %s", *v.Through, len(ev.Records), v.Broken.Index, v.Broken.Reason)
 	default:
 		v.Text = fmt.Sprintf("the chain breaks at position %d, at or before the step's records (through %d): %s", v.Broken.Index, *v.Through, v.Broken.Reason)
+	}
+	switch {
+	case !v.OK || len(ev.Records) == 0:
+	case v.Anchored:
+		v.Text += fmt.Sprintf("; the signed checkpoint at position %d (key %s) covers them", v.Checkpoint.Position, v.Checkpoint.Kid)
+	case v.Checkpoint != nil:
+		v.Text += fmt.Sprintf("; the checkpoint at position %d that would cover them does not match the chain or its signature", v.Checkpoint.Position)
+	default:
+		v.Text += "; no signed checkpoint covers them yet (one is due within the checkpoint interval)"
 	}
 	return v
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/cmd/devstack"
 	"github.com/countersign/countersign/cmd/stack"
+	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/sidecar/client"
 )
 
@@ -169,5 +171,34 @@ func TestEvidenceOfAnEditedRecordIsNotProven(t *testing.T) {
 	v := e.evidenceOf(t, "rep-ana", "W1", 1).Verification
 	if v.OK || v.Broken == nil || v.Broken.ID != target {
 		t.Errorf("after editing record %s: %+v, want not proven, broken there", target, v)
+	}
+}
+
+// The evidence names the signed checkpoint that covers the step's records,
+// once one does, and says the chain matches it.
+func TestEvidenceNamesTheCheckpointThatCoversIt(t *testing.T) {
+	e := start(t, devstack.Options{AuditCheckpoint: audit.CheckpointRule{Every: 1}})
+	e.open(t, "rep-ana", "W3")
+	r, _ := e.propose(t, "rep-ana", "W3", "issue_refund", refund("O-1001", 15000))
+	r.want(t, http.StatusForbidden, "")
+	var ev client.Evidence
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // a guard, not a wait asserted
+		if ev = e.evidenceOf(t, "rep-ana", "W3", 1); ev.Verification.Anchored || time.Now().After(deadline) {
+			break
+		}
+	}
+	v := ev.Verification
+	if !v.OK || !v.Anchored || v.Checkpoint == nil || v.Through == nil || v.Checkpoint.Position <= uint64(*v.Through) ||
+		v.Checkpoint.Kid == "" || !strings.Contains(v.Text, "signed checkpoint") {
+		t.Fatalf("verification %+v (checkpoint %+v), want one anchored past the step's last record", v, v.Checkpoint)
+	}
+	var cps client.AuditCheckpoints
+	e.call(t, http.MethodGet, "/v1/audit/checkpoints", "ops-ida", nil).decode(t, &cps)
+	found := false
+	for _, cp := range cps.Checkpoints {
+		found = found || cp == *v.Checkpoint
+	}
+	if !found {
+		t.Errorf("the evidence's checkpoint %+v is not one GET /v1/audit/checkpoints lists", *v.Checkpoint)
 	}
 }

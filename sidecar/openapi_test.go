@@ -244,8 +244,9 @@ func responseSchema(root map[string]any, resp any) map[string]any {
 // streamed maps each response that streams (application/x-ndjson) to the
 // Go type of one of its lines.
 var streamed = map[string]reflect.Type{
-	"listAudit 200":     typeOf[client.AuditRecord](),
-	"listDecisions 200": typeOf[client.Decision](),
+	"listAudit 200":            typeOf[client.AuditRecord](),
+	"listDecisions 200":        typeOf[client.Decision](),
+	"listAuditCheckpoints 200": typeOf[client.AuditCheckpoint](),
 }
 
 // Every streamed response's line schema lists exactly the JSON fields of

@@ -34,6 +34,9 @@
 // index by workflow would save the first walk, not the second.
 //
 // The chain alone does not show a whole chain rewritten by whoever holds
-// the store; what anchors it outside is a signed checkpoint, which this
-// answer does not name until the store keeps checkpoints to name.
+// the store; what anchors it outside is a signed checkpoint. The answer
+// names the first one that covers every record of the step (Checkpoint),
+// and whether the chain matches it with a signature the store's keys
+// verify (Anchored); a reviewer holding a copy of that checkpoint from
+// the sink (--audit-checkpoint-url) checks it against their copy.
 package evidence

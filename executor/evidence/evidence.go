@@ -31,6 +31,17 @@ type Evidence struct {
 	Pending int
 	// Chain is audit.Verify's report on the whole chain.
 	Chain audit.Report
+	// Checkpoint is the first signed checkpoint that covers every record
+	// about the step, nil while none does yet (one is due within the
+	// checkpoint interval). Anchored reports that the chain matches it and
+	// its signature verifies (Chain.Anchored reaches it).
+	Checkpoint *audit.Checkpoint
+}
+
+// Anchored reports whether a signed checkpoint the chain matches covers
+// every record about the step.
+func (e Evidence) Anchored() bool {
+	return e.Checkpoint != nil && e.Checkpoint.Position <= e.Chain.Anchored
 }
 
 // Record is an audit record with its position in the chain (from 0, as
@@ -92,6 +103,15 @@ func Gather(db *store.DB, wf string, n int) (Evidence, error) {
 	}
 	if e.Chain, err = audit.Verify(db); err != nil {
 		return Evidence{}, fmt.Errorf("evidence of %s/%d: %w", wf, n, err)
+	}
+	if len(e.Records) > 0 && e.Pending == 0 {
+		cps, err := audit.Checkpoints(db, uint64(e.Records[len(e.Records)-1].Position))
+		if err != nil {
+			return Evidence{}, fmt.Errorf("evidence of %s/%d: %w", wf, n, err)
+		}
+		if len(cps) > 0 {
+			e.Checkpoint = &cps[0]
+		}
 	}
 	return e, nil
 }

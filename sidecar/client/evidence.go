@@ -111,10 +111,15 @@ type EvidenceRecord struct {
 // step's records a fleet has not chained yet, Broken the chain's first
 // broken link wherever it is. Text says it in words.
 type EvidenceVerification struct {
-	OK      bool        `json:"ok"`
-	Through *int        `json:"through,omitempty"`
-	Records int         `json:"records"`
-	Pending int         `json:"pending,omitempty"`
-	Broken  *AuditBreak `json:"broken,omitempty"`
-	Text    string      `json:"text"`
+	OK      bool `json:"ok"`
+	Through *int `json:"through,omitempty"`
+	// Checkpoint is the first signed checkpoint covering every record of
+	// the step (absent while none does yet); Anchored says the chain
+	// matches it and its signature verifies with the store's keys.
+	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
+	Anchored   bool             `json:"anchored"`
+	Records    int              `json:"records"`
+	Pending    int              `json:"pending,omitempty"`
+	Broken     *AuditBreak      `json:"broken,omitempty"`
+	Text       string           `json:"text"`
 }
