@@ -142,6 +142,25 @@
 // breaker trips and approvals are read in the transaction too, so a change
 // through any sidecar applies to the next decision everywhere.
 //
+// On PostgreSQL a governed call is four transactions of two round trips
+// each (a round trip to a database a network hop away costs about a
+// millisecond, and is what a call's latency is made of): the lease taken
+// with the plan's reads (lockWith: the workflow, the call's entry, the
+// switch, the totals, the steps and the credential epoch ride with the
+// lease read); the decision (one prefetch of what it reads, with the
+// numbers its records take drawn ahead, then the commit with every
+// write); the step's record after the effect; and the lease's release,
+// after the answer. Tokens are minted with the credential epoch the
+// transaction read (credential.WithEpochRead). Only the decision runs
+// SERIALIZABLE, and it reads under that isolation only what another
+// sidecar may write: the totals, switches, modes, breakers, approvals and
+// the active digest. The workflow's own records it takes as the lease
+// transaction read them (store.Tx.Assume): nobody but the holder of the
+// fenced lease writes them, and a predicate lock on their index pages
+// made decisions of unrelated workflows abort each other. The lease, the
+// record and the audit sequencer run REPEATABLE READ (store.DB.UpdateRows):
+// each writes every row its correctness rests on.
+//
 // The active bundle is the one thing a decision takes from memory (the
 // compiled policy). With Options.Follow, each decision transaction reads
 // the store's active digest (one key) and, when another sidecar activated
