@@ -37,6 +37,11 @@ func TestRemovedControlsAreFound(t *testing.T) {
 		{[]demo.Control{demo.BindApproval}, sim.InvApproval},
 		{[]demo.Control{demo.StrictSchema}, sim.InvApproval},
 		{[]demo.Control{demo.EffectFence}, sim.InvLedger},
+		{[]demo.Control{demo.LeaseFencing}, sim.InvLedger},
+		{[]demo.Control{demo.TwoPersonLoosening}, sim.InvApproval},
+		{[]demo.Control{demo.ApprovalRoleFloor}, sim.InvApprover},
+		{[]demo.Control{demo.SingleUseTokens, demo.ReferenceKeys}, sim.InvShipment},
+		{[]demo.Control{demo.DownstreamCeiling}, sim.InvCeiling},
 	}
 	if *slowControls {
 		rows = append(rows, row{[]demo.Control{demo.ResolveByReference, demo.ReferenceKeys}, sim.InvShipment})
