@@ -166,11 +166,12 @@ func (w *world) pickOrder(rep string) (id string, paid int64) {
 }
 
 // refundAmount is near one of the limits: the auto limit, what the order
-// paid, the rep's ceiling, or small.
+// paid, the maximum (a rep's ceiling: $20 below to $200 above it), or
+// anywhere up to it, or small.
 func (w *world) refundAmount(paid int64) int64 {
 	auto := int64(w.limits.RefundAuto)
 	var a int64
-	switch w.rng.IntN(5) {
+	switch w.rng.IntN(6) {
 	case 0:
 		a = 100 + w.rng.Int64N(auto)
 	case 1:
@@ -179,6 +180,8 @@ func (w *world) refundAmount(paid int64) int64 {
 		a = paid - 2000 + w.rng.Int64N(2501)
 	case 3:
 		a = auto/2 + w.rng.Int64N(auto)
+	case 4:
+		a = int64(w.limits.RefundMax) - 2000 + w.rng.Int64N(22001)
 	default:
 		a = 5000 + w.rng.Int64N(int64(w.limits.RefundMax))
 	}
