@@ -151,9 +151,9 @@
 //   - LinePricing prices line-item refunds from the order's lines; the
 //     workload proposes no line-item refunds.
 //
-// ResolveByReference (seed 872 with ReferenceKeys removed too) is
+// ResolveByReference (seed 583 with ReferenceKeys removed too) is
 // searched only with -slow-controls, to keep the default suite's search
-// short.
+// short. Rows that remove the same controls share their seeds' runs.
 //
 // # What is deterministic
 //
