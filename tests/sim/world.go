@@ -356,6 +356,10 @@ func (w *world) restoreBundle(sc *sidecar) error {
 // store down from the point it was set to go down at.
 func (w *world) failpoint(sc *sidecar, point string) error {
 	if w.downAt == point {
+		// What was written before this point is written first (a lease
+		// let go, a done record queued): whether it fails must not depend
+		// on which goroutine reaches the store first.
+		w.quiesce()
 		w.downAt = ""
 		w.storeDown = true
 		w.tracef("%s: the store fails every write from %s on", sc.name, point)
