@@ -19,12 +19,12 @@ func newSimulateCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate [--seeds N] [--seed S] [--json] [--trace]",
-		Short: "Search seeded simulated worlds (crashes, lost and late answers, 5xx, clock jumps) for a broken invariant",
+		Short: "Search seeded simulated worlds (crashes, lost and late answers, 5xx, paused fleet members, failing store writes, raised epochs, bundle releases) for a broken invariant",
 		Long: `Run N seeded worlds in this process, each a sidecar's engine on its own
-bbolt file with the simulated ledger and order system behind a simulated
-network, one simulated clock and a random workload of reps, leads and
-operators with faults; after each, check the invariants (package
-tests/sim lists them). The same seed gives the same event trace, whose
+bbolt file, or a fleet of two or three on one store under leases, with the
+simulated ledger and order system behind a simulated network, one
+simulated clock and a random workload of reps, leads and operators with
+faults; after each, check the invariants (package tests/sim lists them). The same seed gives the same event trace, whose
 hash is printed. A seed that breaks an invariant is printed with the
 command that replays it; the exit status is then 1.
 

@@ -28,6 +28,13 @@ type Options struct {
 	// MaxBatch caps how many write functions one group commit (Batch)
 	// carries. Default groupcommit.DefaultMax.
 	MaxBatch int
+	// FailWrite, when set, is called at the end of every write function
+	// (Update, Batch, BatchIn, Enqueue), inside its transaction; an error
+	// it returns fails that write as a failed commit does: nothing the
+	// function wrote is kept and its caller gets the error. Only the
+	// seeded simulation (tests/sim) sets it, to fail the store's writes
+	// at the moments it chooses; production leaves it nil.
+	FailWrite func() error
 }
 
 // Open opens (creating if needed) the store at path, a bbolt file.
@@ -88,7 +95,7 @@ func Open(path string, opts Options) (*DB, error) {
 		b.Close()
 		return nil, fmt.Errorf("open store %s: create buckets: %w", path, err)
 	}
-	db := &DB{kv: &boltStore{db: b, group: groupcommit.New(b, opts.MaxBatch)}}
+	db := &DB{kv: &boltStore{db: b, group: groupcommit.New(b, opts.MaxBatch), failWrite: opts.FailWrite}}
 	if err := db.buildOrderRefunds(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -110,6 +117,8 @@ func classifyOpen(err error) error {
 type boltStore struct {
 	db    *bolt.DB
 	group *groupcommit.Group
+	// failWrite is Options.FailWrite (nil: writes fail only for cause).
+	failWrite func() error
 }
 
 var _ backend = (*boltStore)(nil)
@@ -118,8 +127,18 @@ func (s *boltStore) updateRows(fn func(kvTx) error) error         { return s.upd
 func (s *boltStore) batchRows(fn func(kvTx) error) error          { return s.batch(fn) }
 func (s *boltStore) enqueueRows(fn func(kvTx) error) <-chan error { return s.enqueue(fn) }
 
+// write is fn as a write function of bbolt's, failed by failWrite.
+func (s *boltStore) write(fn func(kvTx) error) func(*bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
+		if err := fn(boltTx{tx}); err != nil || s.failWrite == nil {
+			return err
+		}
+		return s.failWrite()
+	}
+}
+
 func (s *boltStore) update(fn func(kvTx) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+	return s.db.Update(s.write(fn))
 }
 
 func (s *boltStore) view(fn func(kvTx) error) error {
@@ -127,14 +146,14 @@ func (s *boltStore) view(fn func(kvTx) error) error {
 }
 
 func (s *boltStore) batch(fn func(kvTx) error) error {
-	return s.group.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+	return s.group.Update(s.write(fn))
 }
 
 // batchIn is batch: bbolt has one writer at a time already.
 func (s *boltStore) batchIn(_ string, fn func(kvTx) error) error { return s.batch(fn) }
 
 func (s *boltStore) enqueue(fn func(kvTx) error) <-chan error {
-	return s.group.Enqueue(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+	return s.group.Enqueue(s.write(fn))
 }
 
 func (s *boltStore) flush() { s.group.Flush() }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/executor/audit"
 	"github.com/countersign/countersign/executor/engine"
+	"github.com/countersign/countersign/executor/fixture"
 	"github.com/countersign/countersign/executor/reconcile"
 	"github.com/countersign/countersign/executor/sim/ledger"
 	"github.com/countersign/countersign/executor/sim/orders"
@@ -48,6 +50,15 @@ const (
 	InvAcked Invariant = "acknowledged_done_survives"
 	// InvSwitch: no effect first sent while its tool was switched off.
 	InvSwitch Invariant = "no_effect_while_switched_off"
+	// InvEpoch: no receiver accepts a token of a credential epoch raised
+	// past (checked as each request is served).
+	InvEpoch Invariant = "no_token_of_a_revoked_epoch_accepted"
+	// InvCeiling: no ledger refund above the refund ceiling of the rep
+	// whose delegation it used, whatever bundle decided it.
+	InvCeiling Invariant = "refunds_within_the_reps_ceiling"
+	// InvApprover: every approval granted was granted by a lead who is
+	// not its requester, whatever bundle is active.
+	InvApprover Invariant = "approvals_granted_by_a_lead_not_the_requester"
 	// InvAudit: the audit chain verifies.
 	InvAudit Invariant = "audit_chain_verifies"
 	// InvReconciles: reconciliation (package reconcile, as a sidecar
@@ -74,10 +85,17 @@ func (w *world) violate(inv Invariant, format string, args ...any) {
 	w.tracef("VIOLATION %s", v)
 }
 
-// checkAcked holds InvAcked on the store as it is now.
+// checkAcked holds InvAcked on the store as it is now. At a restart it
+// leaves out the steps answered done while the store was failing writes:
+// their record may not have committed, and resume resolves them by key or
+// reference (engine.recordLater); settling must have.
 func (w *world) checkAcked(when string) {
 	for _, id := range sortedKeys(w.acked) {
-		ref := w.acked[id]
+		a := w.acked[id]
+		if a.lost && when == "restart" {
+			continue
+		}
+		ref := a.ref
 		var s store.Step
 		err := w.db.View(func(tx *store.Tx) (err error) { s, err = tx.Step(ref.wf, ref.n); return err })
 		if err != nil || (s.Status != store.StepDone && s.Status != store.StepCompensated) {
@@ -91,15 +109,29 @@ type facts struct {
 	steps     []store.Step
 	approvals map[string]store.Approval
 	wfRep     map[string]string
+	// unbound are the steps (workflow/n) a bundle decided that is held
+	// to no cap or auto limit (simBundles.x100).
+	unbound   map[string]bool
 	entries   []ledger.Entry
 	shipments []orders.Shipment
 }
 
 func (w *world) facts() (facts, error) {
-	f := facts{approvals: map[string]store.Approval{}, wfRep: map[string]string{}}
+	f := facts{approvals: map[string]store.Approval{}, wfRep: map[string]string{}, unbound: map[string]bool{}}
 	err := w.db.View(func(tx *store.Tx) error {
 		if err := tx.AllSteps(func(s store.Step) error { f.steps = append(f.steps, s); return nil }); err != nil {
 			return err
+		}
+		for _, wf := range w.workflows {
+			ds, err := tx.Decisions(wf.id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			for _, d := range ds {
+				if d.Revision == w.shared.bundles.x100.Revision() {
+					f.unbound[fmt.Sprintf("%s/%d", d.Workflow, d.N)] = true
+				}
+			}
 		}
 		as, err := tx.Approvals(func(store.Approval) bool { return true })
 		for _, a := range as {
@@ -129,6 +161,7 @@ func (w *world) checkEnd() error {
 	w.checkLedger(f)
 	w.checkCaps(f)
 	w.checkApprovals(f)
+	w.checkApprovers(f)
 	w.checkShipments(f)
 	w.checkAcked("settling")
 	rep, err := audit.Verify(w.db)
@@ -138,8 +171,9 @@ func (w *world) checkEnd() error {
 	if !rep.OK {
 		w.violate(InvAudit, "the chain breaks: %+v", rep.Broken)
 	}
-	job, err := reconcile.New(reconcile.Options{Records: reconcile.FromStore(w.db), Ledger: w.sys.Dispatcher().Ledger(),
-		Shipments: w.sys.Dispatcher().Orders(), AutoLimit: w.limits.RefundAuto, Clock: w.clock})
+	sys := w.sidecars[0].sys
+	job, err := reconcile.New(reconcile.Options{Records: reconcile.FromStore(w.db), Ledger: sys.Dispatcher().Ledger(),
+		Shipments: sys.Dispatcher().Orders(), AutoLimit: w.limits.RefundAuto, Clock: w.clock})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -147,9 +181,18 @@ func (w *world) checkEnd() error {
 	if err != nil {
 		return fmt.Errorf("sim: reconcile: %w", err)
 	}
-	if !rec.Clean() {
+	// A refund decided under a bundle released by break glass is shown
+	// to a person by design: the gate did not vouch for its limits, so
+	// reconciliation holds it to the strictest auto limit known.
+	unexplained := rec.Unexplained
+	for _, o := range rec.Findings.RefundOverLimitWithoutApproval {
+		if o.Revision == w.shared.bundles.x100.Revision() {
+			unexplained--
+		}
+	}
+	if unexplained > 0 {
 		b, _ := json.Marshal(rec.Findings)
-		w.violate(InvReconciles, "%d unexplained: %s", rec.Unexplained, b)
+		w.violate(InvReconciles, "%d unexplained: %s", unexplained, b)
 	}
 	for _, s := range f.steps {
 		switch s.Status {
@@ -192,6 +235,9 @@ func (w *world) checkLedger(f facts) {
 		}
 		b := booked[e.Order]
 		booked[e.Order] = sum{b.n + 1, b.cents + e.Amount}
+		if ceiling := person(e.By).RefundCeiling; e.Amount > int64(ceiling) {
+			w.violate(InvCeiling, "ledger entry %s refunds %d cents of %s under %s's delegation, whose ceiling is %d", e.ID, e.Amount, e.Order, e.By, ceiling)
+		}
 		if !stepKey(e.Key) {
 			w.violate(InvLedger, "ledger entry %s (%s, %d cents) was made under a key no step has", e.ID, e.Order, e.Amount)
 		}
@@ -227,6 +273,9 @@ func (w *world) checkCaps(f facts) {
 		return total
 	}
 	for _, s := range refunds {
+		if f.unbound[fmt.Sprintf("%s/%d", s.Workflow, s.N)] {
+			continue // its bundle had caps a hundred times larger; the steps after it still count it
+		}
 		rep := f.wfRep[s.Workflow]
 		if t := within(s.ReservedAt, w.limits.RepWindow, func(r store.Step) bool { return f.wfRep[r.Workflow] == rep }); t > int64(w.limits.RepDaily) {
 			w.violate(InvRepDay, "%s's refunds in the window up to %s add up to %d cents, above %d", rep, s.ReservedAt.Sub(begin), t, w.limits.RepDaily)
@@ -242,7 +291,7 @@ func (w *world) checkCaps(f facts) {
 func (w *world) checkApprovals(f facts) {
 	alone := map[string]int64{}
 	for _, s := range f.steps {
-		if s.Tool != tool.IssueRefund || s.Status != store.StepDone {
+		if s.Tool != tool.IssueRefund || s.Status != store.StepDone || f.unbound[fmt.Sprintf("%s/%d", s.Workflow, s.N)] {
 			continue
 		}
 		a, ok := f.approvals[s.Approval]
@@ -254,6 +303,19 @@ func (w *world) checkApprovals(f facts) {
 	for _, o := range sortedKeys(alone) {
 		if alone[o] > int64(w.limits.RefundAuto) {
 			w.violate(InvApproval, "%s: %d cents refunded without an approval bound to the call, above the auto limit %d", o, alone[o], w.limits.RefundAuto)
+		}
+	}
+}
+
+// checkApprovers holds InvApprover on every approval granted.
+func (w *world) checkApprovers(f facts) {
+	for _, id := range sortedKeys(f.approvals) {
+		a := f.approvals[id]
+		if a.Status != store.ApprovalApproved && a.Status != store.ApprovalUsed {
+			continue
+		}
+		if p := person(a.Approver); p.Role != fixture.RoleLead || a.Approver == a.Requester {
+			w.violate(InvApprover, "%s (%s/%d, requested by %s) was granted by %s, a %s", a.ID, a.Workflow, a.N, a.Requester, a.Approver, p.Role)
 		}
 	}
 }

@@ -1,9 +1,14 @@
 package sim
 
 import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/executor/credential"
 	"github.com/countersign/countersign/executor/money"
 	"github.com/countersign/countersign/executor/policy"
 	"github.com/countersign/countersign/executor/sim/ledger"
@@ -23,7 +28,7 @@ func TestInvariantsCatchWhatNoRemovedControlBreaks(t *testing.T) {
 			Status: store.StepDone, Key: wf + "-key-" + string(rune('a'+n)), Approval: "AP-" + wf, ReservedAt: begin.Add(at)}
 	}
 	entry := func(s store.Step) ledger.Entry {
-		return ledger.Entry{Kind: ledger.KindRefund, Order: s.Args.Order, Amount: int64(s.Args.Amount), Key: s.Key}
+		return ledger.Entry{Kind: ledger.KindRefund, Order: s.Args.Order, Amount: int64(s.Args.Amount), Key: s.Key, By: "rep-ana"}
 	}
 	reship := func(order, ref string) orders.Shipment {
 		return orders.Shipment{Kind: orders.KindReship, Order: order, Reference: ref}
@@ -45,6 +50,8 @@ func TestInvariantsCatchWhatNoRemovedControlBreaks(t *testing.T) {
 				{Workflow: "W-2", N: 1, Tool: tool.ReshipOrder, Args: tool.Args{Order: "O-1"}, Status: store.StepDone},
 				{Workflow: "W-3", N: 1, Tool: tool.ReshipOrder, Args: tool.Args{Order: "O-1"}, Status: store.StepDone}},
 			[]orders.Shipment{reship("O-1", "a"), reship("O-1", "b"), reship("O-1", "c")}, []Invariant{InvReshipLimit}},
+		{"a refund above the rep's $500 ceiling breaks refunds_within_the_reps_ceiling",
+			[]store.Step{refund("W-1", 1, "O-1", 50001, 0)}, nil, []Invariant{InvCeiling, InvRepDay}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := &world{clock: simclock.New(begin), trace: newTrace(),
@@ -70,6 +77,45 @@ func TestInvariantsCatchWhatNoRemovedControlBreaks(t *testing.T) {
 			}
 			if len(got) != len(c.want) || (len(got) > 0 && got[0] != c.want[0]) {
 				t.Errorf("violations %v, want %v", w.violations, c.want)
+			}
+		})
+	}
+}
+
+// TestRevokedEpochCaughtAtTheReceiver: a receiver that accepts a write
+// under a token of an epoch raised past breaks InvEpoch (no control
+// guards it: the receivers' own key check does); one of the current
+// epoch, or a refusal, does not.
+func TestRevokedEpochCaughtAtTheReceiver(t *testing.T) {
+	auth, err := credential.Open(credential.Options{Dir: t.TempDir(), Clock: simclock.New(begin)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Raise(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	token := func(epoch int) string {
+		claims := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"epoch":%d}`, epoch))
+		return "Bearer eyJhbGciOiJFZERTQSJ9." + claims + ".c2ln"
+	}
+	for _, c := range []struct {
+		name   string
+		epoch  int
+		status int
+		want   int
+	}{
+		{"a write accepted under the revoked epoch 1", 1, http.StatusCreated, 1},
+		{"a write accepted under the current epoch 2", 2, http.StatusCreated, 0},
+		{"a write refused under the revoked epoch 1", 1, http.StatusUnauthorized, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &world{clock: simclock.New(begin), trace: newTrace(), auth: auth}
+			n := &network{w: w}
+			h := http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(c.status) })
+			n.serve(h, held{host: "ledger.sim", method: http.MethodPost, path: "/refunds", label: "ledger.sim POST /refunds",
+				header: http.Header{"Authorization": {token(c.epoch)}}})
+			if len(w.violations) != c.want || (c.want > 0 && w.violations[0].Invariant != InvEpoch) {
+				t.Errorf("violations %v, want %d of %s", w.violations, c.want, InvEpoch)
 			}
 		})
 	}

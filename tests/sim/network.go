@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"sort"
+	"strings"
 )
 
 // Fate is what the simulated network does with one request.
@@ -59,12 +62,18 @@ type network struct {
 	// Deliver; zero once the world settles.
 	faulty  float64
 	delayed []held
+	// hold holds up the next effect a sidecar sends (fleet.go): the
+	// sidecar's goroutine waits in roundTrip until it is resumed.
+	hold map[*sidecar]*paused
 }
 
-var _ http.RoundTripper = (*network)(nil)
-
-// RoundTrip is one request through the simulated network.
-func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
+// roundTrip is one request of sc's through the simulated network.
+func (n *network) roundTrip(sc *sidecar, req *http.Request) (*http.Response, error) {
+	if p := n.hold[sc]; p != nil && req.Method == http.MethodPost {
+		delete(n.hold, sc)
+		close(p.held)
+		<-p.resume
+	}
 	h, ok := n.routes[req.URL.Host]
 	if !ok {
 		return nil, fmt.Errorf("sim network: no system at %s", req.URL.Host)
@@ -80,7 +89,7 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	fate := n.fate(req.Method)
 	label := req.URL.Host + " " + req.Method + " " + req.URL.Path
-	n.w.tracef("net %s %s", label, fate)
+	n.w.tracef("net %s: %s %s", sc.name, label, fate)
 	if fate == Refuse {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	}
@@ -123,13 +132,48 @@ func (n *network) fate(method string) Fate {
 	return []Fate{Refuse, Unavailable, Drop, Cut, Duplicate, Delay, Delay}[n.w.rng.IntN(7)]
 }
 
-// serve hands one copy of a request to its receiver.
+// serve hands one copy of a request to its receiver, and holds
+// InvEpoch on what it accepted.
 func (n *network) serve(h http.Handler, hd held) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(hd.method, "http://"+hd.host+hd.path, bytes.NewReader(hd.body))
 	r.Header = hd.header.Clone()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
+	if hd.method == http.MethodPost && rec.Code < 300 {
+		if epoch, ok := tokenEpoch(hd.header); ok && epoch < n.w.auth.Epoch() {
+			n.w.violate(InvEpoch, "%s accepted %s with a token of epoch %d, revoked by epoch %d", hd.host, hd.label, epoch, n.w.auth.Epoch())
+		}
+	}
 	return rec
+}
+
+// tokenEpoch reads the epoch claim of a request's bearer token, unverified
+// (the receiver verified it; the harness only looks).
+func tokenEpoch(h http.Header) (int, bool) {
+	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return 0, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct {
+		Epoch int `json:"epoch"`
+	}
+	if err != nil || json.Unmarshal(raw, &claims) != nil {
+		return 0, false
+	}
+	return claims.Epoch, true
+}
+
+// keysTransport serves the sidecar's JWKS to the receivers in process,
+// past the simulated network's faults: the keys' delivery is not what
+// a seed searches.
+type keysTransport struct{ h http.Handler }
+
+func (k keysTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	k.h.ServeHTTP(rec, req)
+	return answer(req, rec.Code, rec.Body.Bytes()), nil
 }
 
 // release delivers up to k of the delayed requests (all when k < 0),

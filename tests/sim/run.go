@@ -89,7 +89,8 @@ func run(ctx context.Context, seed uint64, o Options, sh *shared) (Result, error
 	w.trace.keep = o.KeepTrace
 	w.net.faulty = []float64{0, 0.05, 0.15, 0.3}[w.rng.IntN(4)]
 	steps := plan(w.rng, events)
-	w.tracef("seed %d: %d orders, network faults %.2f, receivers' clocks %s behind", seed, len(w.orderList), w.net.faulty, w.skew)
+	w.tracef("seed %d: %d orders, network faults %.2f, receivers' clocks %s behind, %s, releases %v", seed, len(w.orderList), w.net.faulty, w.skew,
+		w.sidecarsLine(), w.releases)
 	for i, p := range steps {
 		if o.drop[i] {
 			continue
@@ -113,29 +114,59 @@ func run(ctx context.Context, seed uint64, o Options, sh *shared) (Result, error
 
 // settle heals the network, delivers what it still holds once every
 // token that could carry an effect has expired, and resumes every open
-// workflow, as a sidecar started after an outage would.
+// workflow, as a sidecar started after an outage would; then a paused
+// sidecar comes back, past its lease, to the world the others left, and
+// the first active sidecar resumes once more.
 func (w *world) settle(ctx context.Context) error {
 	w.rng = rand.New(rand.NewPCG(w.seed, 0x5e771e))
 	w.net.faulty = 0
-	w.armed = ""
+	w.armed, w.downAt = "", ""
+	w.storeUp()
 	w.tracef("settle")
 	w.clock.Advance(5 * time.Minute)
 	w.net.release(-1)
+	sc := w.active()[0]
 	// A step started before its tool was switched off waits, started,
 	// for the switch: an operator turns every tool on again.
 	for _, name := range []tool.Name{tool.IssueRefund, tool.ReshipOrder} {
 		if !w.switches[name] {
-			if err := w.eng.SetSwitch(ctx, person("ops-ida"), name, true, "sim: settle"); err != nil {
-				return fatal(err)
+			if err := sc.eng.SetSwitch(ctx, person("ops-ida"), name, true, "sim: settle"); err != nil {
+				return w.fatal(err)
 			}
 			w.switches[name] = true
-			w.tracef("switch %s on=true", name)
+			w.tracef("%s: switch %s on=true", sc.name, name)
 		}
 	}
-	err := w.eng.ResumeAll(ctx)
-	w.db.Flush()
-	w.tracef("settle: resume all: %s", errClass(err))
+	err := sc.eng.ResumeAll(ctx)
+	w.quiesce()
+	w.tracef("%s: settle: resume all: %s", sc.name, errClass(err))
+	resumed := false
+	for _, p := range w.sidecars {
+		if p.paused != nil {
+			if err := w.resumePaused(p); err != nil {
+				return w.fatal(err)
+			}
+			resumed = true
+		}
+	}
+	if resumed {
+		err := sc.eng.ResumeAll(ctx)
+		w.quiesce()
+		w.tracef("%s: settle: resume all: %s", sc.name, errClass(err))
+	}
 	return nil
+}
+
+// sidecarsLine describes the world's sidecars for the trace.
+func (w *world) sidecarsLine() string {
+	if !w.fleet {
+		return "one sidecar"
+	}
+	line := fmt.Sprintf("a fleet of %d", len(w.sidecars))
+	for _, sc := range w.sidecars {
+		line += fmt.Sprintf(", %s %s ahead", sc.name, sc.ahead)
+	}
+	return line
 }
 
 // Summary is a run of many seeds.
@@ -156,6 +187,11 @@ func RunSeeds(ctx context.Context, first uint64, n int, o Options, each func(Res
 	if err != nil {
 		return Summary{}, err
 	}
+	return runSeeds(ctx, first, n, o, sh, each)
+}
+
+// runSeeds is RunSeeds with the bundles already loaded.
+func runSeeds(ctx context.Context, first uint64, n int, o Options, sh *shared, each func(Result)) (Summary, error) {
 	if o.Dir == "" {
 		o.Dir = os.TempDir()
 	}
@@ -218,9 +254,13 @@ func Search(ctx context.Context, first uint64, n int, o Options, hit func(Result
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	sh, err := newShared()
+	if err != nil {
+		return Result{}, false, err
+	}
 	for done := 0; done < n; done += workers {
 		k := min(workers, n-done)
-		sum, err := RunSeeds(ctx, first+uint64(done), k, o, nil)
+		sum, err := runSeeds(ctx, first+uint64(done), k, o, sh, nil)
 		if err != nil {
 			return Result{}, false, err
 		}

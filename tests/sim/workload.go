@@ -55,7 +55,18 @@ var events = []event{
 		w.tracef("arm crash at %s", w.armed)
 		return nil
 	}},
-	{2, "kill", func(w *world, ctx context.Context) error { w.tracef("kill"); return w.restart(ctx) }},
+	{2, "kill", func(w *world, ctx context.Context) error {
+		sc := w.pick()
+		w.tracef("kill %s", sc.name)
+		return w.restart(ctx, sc)
+	}},
+	{3, "store", (*world).armStore},
+	{2, "epoch", (*world).raiseEpoch},
+	{3, "release", (*world).release},
+	{2, "rep-approves", (*world).repApprovesEvent},
+	{3, "pause", (*world).pause},
+	{4, "unpause", (*world).unpause},
+	{4, "sweep", (*world).sweep},
 }
 
 var totalWeight = func() int {
@@ -89,19 +100,33 @@ func plan(r *rand.Rand, n int) []planned {
 	return out
 }
 
-// step runs one planned event.
+// step runs one planned event. A store set to go down at the start of
+// the next call goes down now; whatever went down comes back up when the
+// event ends, and again after a crash's restart, whose resume may have
+// reached the point it was set to go down at.
 func (w *world) step(ctx context.Context, p planned) error {
 	w.rng = rand.New(rand.NewPCG(p.seed, w.seed))
 	w.clock.Advance(p.pause)
 	w.tracef("- %s", events[p.event].name)
-	err := events[p.event].do(w, ctx)
-	if errors.Is(err, engine.ErrCrashed) {
-		err = w.restart(ctx)
+	if w.downAt == "call" {
+		w.downAt, w.storeDown = "", true
 	}
-	if err == nil {
-		w.db.Flush() // a done step answered before durable is durable before the next event
+	err := events[p.event].do(w, ctx)
+	w.quiesce() // a done step answered before durable is durable (or failed) before the next event
+	w.storeUp()
+	if errors.Is(err, engine.ErrCrashed) {
+		err = w.restart(ctx, w.crashed)
+		w.storeUp() // it went down during the restart's resume
 	}
 	return err
+}
+
+// storeUp ends a failure of the store's writes.
+func (w *world) storeUp() {
+	if w.storeDown {
+		w.storeDown = false
+		w.tracef("the store writes again")
+	}
 }
 
 func (w *world) openWorkflow(ctx context.Context) error {
@@ -109,10 +134,11 @@ func (w *world) openWorkflow(ctx context.Context) error {
 		return nil
 	}
 	wf := workflow{id: fmt.Sprintf("W-%d", len(w.workflows)+1), rep: reps[w.rng.IntN(len(reps))]}
-	_, _, err := w.eng.CreateWorkflow(ctx, person(wf.rep), wf.id, "T-"+wf.id)
-	w.tracef("open %s for %s: %s", wf.id, wf.rep, errClass(err))
+	sc := w.pick()
+	_, _, err := sc.eng.CreateWorkflow(ctx, person(wf.rep), wf.id, "T-"+wf.id)
+	w.tracef("%s: open %s for %s: %s", sc.name, wf.id, wf.rep, errClass(err))
 	if err != nil {
-		return fatal(err)
+		return w.fatal(err)
 	}
 	w.workflows = append(w.workflows, wf)
 	return nil
@@ -140,11 +166,12 @@ func (w *world) pickOrder(rep string) (id string, paid int64) {
 }
 
 // refundAmount is near one of the limits: the auto limit, what the order
-// paid, the rep's ceiling, or small.
+// paid, the maximum (a rep's ceiling: $20 below to $200 above it), or
+// anywhere up to it, or small.
 func (w *world) refundAmount(paid int64) int64 {
 	auto := int64(w.limits.RefundAuto)
 	var a int64
-	switch w.rng.IntN(5) {
+	switch w.rng.IntN(6) {
 	case 0:
 		a = 100 + w.rng.Int64N(auto)
 	case 1:
@@ -153,6 +180,8 @@ func (w *world) refundAmount(paid int64) int64 {
 		a = paid - 2000 + w.rng.Int64N(2501)
 	case 3:
 		a = auto/2 + w.rng.Int64N(auto)
+	case 4:
+		a = int64(w.limits.RefundMax) - 2000 + w.rng.Int64N(22001)
 	default:
 		a = 5000 + w.rng.Int64N(int64(w.limits.RefundMax))
 	}
@@ -185,19 +214,25 @@ func (w *world) proposeReship(ctx context.Context) error {
 
 func (w *world) propose(ctx context.Context, wf workflow, name tool.Name, args []byte) error {
 	w.last = lastCall{wf: wf, tool: name, args: args}
-	s, err := w.eng.Propose(ctx, person(wf.rep), wf.id, name, args)
-	w.tracef("propose %s %s %s: %s %s", wf.id, name, args, errClass(err), stepLine(s))
+	sc := w.pick()
+	if w.drivenElsewhere(sc, wf.id) {
+		return nil
+	}
+	s, err := sc.eng.Propose(ctx, person(wf.rep), wf.id, name, args)
+	w.tracef("%s: propose %s %s %s: %s %s", sc.name, wf.id, name, args, errClass(err), stepLine(s))
 	if err == nil || errors.Is(err, engine.ErrUnavailable) {
 		w.ack(s)
 	}
 	return ignorable(err)
 }
 
-// ack remembers a step the engine answered done.
+// ack remembers a step a sidecar answered done, and whether the store
+// was failing writes as it answered.
 func (w *world) ack(steps ...store.Step) {
 	for _, s := range steps {
+		id := fmt.Sprintf("%s/%d", s.Workflow, s.N)
 		if s.Status == store.StepDone {
-			w.acked[fmt.Sprintf("%s/%d", s.Workflow, s.N)] = stepRef{s.Workflow, s.N}
+			w.acked[id] = ack{ref: stepRef{s.Workflow, s.N}, lost: w.storeDown || w.acked[id].lost}
 		}
 	}
 }
@@ -205,9 +240,10 @@ func (w *world) ack(steps ...store.Step) {
 // leadActs has a lead approve or reject a pending approval, or let it
 // wait, and the rep's agent then mostly resumes the workflow.
 func (w *world) leadActs(ctx context.Context) error {
-	pending, err := w.eng.Approvals(ctx, store.ApprovalPending)
+	sc := w.pick()
+	pending, err := sc.eng.Approvals(ctx, store.ApprovalPending)
 	if err != nil {
-		return fatal(err)
+		return w.fatal(err)
 	}
 	if len(pending) == 0 {
 		return nil
@@ -220,11 +256,11 @@ func (w *world) leadActs(ctx context.Context) error {
 	lead := person(ls[w.rng.IntN(len(ls))])
 	switch r := w.rng.IntN(10); {
 	case r < 6:
-		_, err = w.eng.Approve(ctx, lead, a.ID, "sim")
-		w.tracef("%s approves %s (%s/%d): %s", lead.ID, a.ID, a.Workflow, a.N, errClass(err))
+		_, err = sc.eng.Approve(ctx, lead, a.ID, "sim")
+		w.tracef("%s: %s approves %s (%s/%d): %s", sc.name, lead.ID, a.ID, a.Workflow, a.N, errClass(err))
 	case r < 8:
-		_, err = w.eng.Reject(ctx, lead, a.ID, "sim")
-		w.tracef("%s rejects %s (%s/%d): %s", lead.ID, a.ID, a.Workflow, a.N, errClass(err))
+		_, err = sc.eng.Reject(ctx, lead, a.ID, "sim")
+		w.tracef("%s: %s rejects %s (%s/%d): %s", sc.name, lead.ID, a.ID, a.Workflow, a.N, errClass(err))
 	default:
 		w.tracef("%s lets %s wait", lead.ID, a.ID)
 		return nil
@@ -247,8 +283,12 @@ func (w *world) repResumes(ctx context.Context) error {
 }
 
 func (w *world) resume(ctx context.Context, id string) error {
-	snap, err := w.eng.Resume(ctx, person(w.repOf(id)), id)
-	w.tracef("resume %s: %s", id, errClass(err))
+	sc := w.pick()
+	if w.drivenElsewhere(sc, id) {
+		return nil
+	}
+	snap, err := sc.eng.Resume(ctx, person(w.repOf(id)), id)
+	w.tracef("%s: resume %s: %s", sc.name, id, errClass(err))
 	for _, s := range snap.Steps {
 		w.tracef("  %s", stepLine(s))
 	}
@@ -261,10 +301,11 @@ func (w *world) resume(ctx context.Context, id string) error {
 func (w *world) flipSwitch(ctx context.Context) error {
 	name := []tool.Name{tool.IssueRefund, tool.ReshipOrder}[w.rng.IntN(2)]
 	on := !w.switches[name]
-	err := w.eng.SetSwitch(ctx, person("ops-ida"), name, on, "sim")
-	w.tracef("switch %s on=%v: %s", name, on, errClass(err))
+	sc := w.pick()
+	err := sc.eng.SetSwitch(ctx, person("ops-ida"), name, on, "sim")
+	w.tracef("%s: switch %s on=%v: %s", sc.name, name, on, errClass(err))
 	if err != nil {
-		return fatal(err)
+		return w.fatal(err)
 	}
 	w.switches[name] = on
 	return nil
@@ -280,10 +321,15 @@ func ignorable(err error) error {
 	return nil
 }
 
-// fatal is an error the harness cannot go on from.
-func fatal(err error) error {
-	if errors.Is(err, engine.ErrCrashed) {
+// fatal is an error the harness cannot go on from, unless the store was
+// failing writes: then a write the event needed failed, as it may.
+func (w *world) fatal(err error) error {
+	if err == nil || errors.Is(err, engine.ErrCrashed) {
 		return err
+	}
+	if w.storeDown {
+		w.tracef("a write failed: the store is down")
+		return nil
 	}
 	return fmt.Errorf("sim: %w", err)
 }
@@ -309,6 +355,7 @@ func (w *world) repeatCall(ctx context.Context) error {
 // waits for an approval, pending or already given.
 func (w *world) amendWaiting(ctx context.Context) error {
 	var waiting []store.Step
+	sc := w.pick()
 	err := w.db.View(func(tx *store.Tx) error {
 		return tx.AllSteps(func(s store.Step) error {
 			if s.Status == store.StepWaitingApproval && s.Tool == tool.IssueRefund {
@@ -318,17 +365,20 @@ func (w *world) amendWaiting(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fatal(err)
+		return w.fatal(err)
 	}
 	if len(waiting) == 0 {
 		return nil
 	}
 	s := waiting[w.rng.IntN(len(waiting))]
+	if w.drivenElsewhere(sc, s.Workflow) {
+		return nil
+	}
 	amount := int64(s.Args.Amount) + w.rng.Int64N(4001) - 1000
 	args, _ := json.Marshal(map[string]any{"order": s.Args.Order, "amount": max(amount, 1)})
 	rep := w.repOf(s.Workflow)
-	got, err := w.eng.Amend(ctx, person(rep), s.Workflow, s.N, args)
-	w.tracef("amend %s/%d to %s: %s %s", s.Workflow, s.N, args, errClass(err), stepLine(got))
+	got, err := sc.eng.Amend(ctx, person(rep), s.Workflow, s.N, args)
+	w.tracef("%s: amend %s/%d to %s: %s %s", sc.name, s.Workflow, s.N, args, errClass(err), stepLine(got))
 	if err == nil || errors.Is(err, engine.ErrUnavailable) {
 		w.ack(got)
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -438,5 +440,33 @@ func TestLineRefundWithoutOrderSystem(t *testing.T) {
 	}
 	if all, err := e.srv.Entries(); err != nil || len(all) != 1 {
 		t.Fatalf("entries %v %v, want the refund by amount only", all, err)
+	}
+}
+
+// inProcess is a transport that sends every request to one handler's
+// server, whatever its host: a JWKS reached without resolving a name.
+type inProcess struct{ target string }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Scheme, r.URL.Host, r.Host = "http", p.target, ""
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestKeysFetchedWithTheGivenClient: with simserver.Options.HTTPClient,
+// the JWKS is fetched through it: a host no resolver knows still gives the
+// ledger the issuer's keys, and a valid token books its refund.
+func TestKeysFetchedWithTheGivenClient(t *testing.T) {
+	e := start(t, func(o *ledger.Options) {
+		issuer, err := url.Parse(o.JWKSURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.JWKSURL = "http://keys.invalid" + issuer.Path
+		o.HTTPClient = &http.Client{Transport: inProcess{target: issuer.Host}}
+	})
+	r := e.must("POST", "/refunds", e.refundToken("W1/1", "O-1001", 3000), "W1/1", refund30)
+	if r.status != 201 {
+		t.Fatalf("refund with a token whose keys come through Options.HTTPClient: %d %s", r.status, r.body)
 	}
 }

@@ -33,6 +33,11 @@ type Options struct {
 	JWKSURL string
 	// Keys, when set, is a fixed key set used instead of JWKSURL (tests).
 	Keys jwk.Set
+	// HTTPClient fetches the JWKS from JWKSURL. Nil: the verifier's own
+	// client. The seeded simulation passes one whose transport reaches the
+	// sidecar in process, so that a raised epoch bites at once without a
+	// socket per world.
+	HTTPClient *http.Client
 	// JWKSMaxAge is how long a fetched JWKS is trusted before it is fetched
 	// again, and so how long after a raised epoch a token of the earlier
 	// epoch may still be accepted. Zero fetches it on every request (a
@@ -123,7 +128,7 @@ func Open(o Options, sp Spec) (*Server, *Core, error) {
 	// request can reach the verifier.
 	used := &replays{}
 	v, err := actorcheck.New(actorcheck.Options{
-		JWKSURL: o.JWKSURL, Keys: o.Keys, MaxAge: o.JWKSMaxAge, Clock: o.Clock,
+		JWKSURL: o.JWKSURL, Keys: o.Keys, MaxAge: o.JWKSMaxAge, Clock: o.Clock, HTTPClient: o.HTTPClient,
 		Replays: used, AllowReplay: o.AllowTokenReplay,
 	})
 	if err != nil {
