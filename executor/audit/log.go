@@ -136,7 +136,7 @@ func (l *Log) chainAfter(tx *store.Tx, r Record, last head) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if err := tx.AppendAudit([]byte(r.ID), value); err != nil {
+	if err := tx.AppendAuditAfter(last.id, []byte(r.ID), value); err != nil {
 		return Record{}, err
 	}
 	return r, nil

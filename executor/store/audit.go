@@ -26,10 +26,22 @@ func (t *Tx) AppendAudit(id, value []byte) error {
 	if len(id) == 0 {
 		return fmt.Errorf("append audit: empty id: %w", ErrAuditOrder)
 	}
-	b := t.bucket(bAudit)
-	if last, _ := b.Cursor().Last(); last != nil && bytes.Compare(id, last) <= 0 {
+	last, _ := t.bucket(bAudit).Cursor().Last()
+	return t.AppendAuditAfter(last, id, value)
+}
+
+// AppendAuditAfter is AppendAudit for a caller that knows the log's last
+// id in this transaction (nil: the log is empty), having read or appended
+// it: the order is checked against last without reading the log again,
+// which on PostgreSQL is a round trip per record a sequencer chains.
+func (t *Tx) AppendAuditAfter(last, id, value []byte) error {
+	if len(id) == 0 {
+		return fmt.Errorf("append audit: empty id: %w", ErrAuditOrder)
+	}
+	if last != nil && bytes.Compare(id, last) <= 0 {
 		return fmt.Errorf("append audit %q after %q: %w", id, last, ErrAuditOrder)
 	}
+	b := t.bucket(bAudit)
 	// bbolt keeps the slices until commit: hand it copies the caller cannot
 	// change underneath.
 	if err := b.Put(bytes.Clone(id), bytes.Clone(value)); err != nil {

@@ -33,6 +33,10 @@ func TestAuditIsAppendOnly(t *testing.T) {
 				if !errors.Is(err, store.ErrAuditOrder) {
 					t.Fatalf("AppendAudit(%q) = %v, want ErrAuditOrder", tc.id, err)
 				}
+				err = db.Update(func(tx *store.Tx) error { return tx.AppendAuditAfter([]byte("d"), []byte(tc.id), []byte("x")) })
+				if !errors.Is(err, store.ErrAuditOrder) {
+					t.Fatalf("AppendAuditAfter(d, %q) = %v, want ErrAuditOrder", tc.id, err)
+				}
 			})
 		}
 		err := db.View(func(tx *store.Tx) error {
