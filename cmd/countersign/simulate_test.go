@@ -25,19 +25,38 @@ func simulate(t *testing.T, args ...string) (stdout, stderr string) {
 func TestSimulateSummarizesTheSeedsAsJSON(t *testing.T) {
 	out, _ := simulate(t, "--seeds", "3", "--seed", "11", "--json")
 	var sum struct {
-		Seeds  int               `json:"seeds"`
-		First  uint64            `json:"first_seed"`
-		Failed []json.RawMessage `json:"failed"`
-		Took   int64             `json:"took_ns"`
-		PerSec float64           `json:"seeds_per_second"`
+		Seeds      int               `json:"seeds"`
+		First      uint64            `json:"first_seed"`
+		Violations *int              `json:"violations"`
+		Failed     []json.RawMessage `json:"failed"`
+		Took       int64             `json:"took_ns"`
+		PerSec     float64           `json:"seeds_per_second"`
+		Results    []struct {
+			Seed       uint64            `json:"seed"`
+			TraceHash  string            `json:"trace_hash"`
+			Lines      int               `json:"lines"`
+			Restarts   int               `json:"restarts"`
+			Violations []json.RawMessage `json:"violations"`
+			Replay     string            `json:"replay"`
+		} `json:"results"`
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(out)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sum); err != nil {
 		t.Fatalf("decode %s: %v", out, err)
 	}
-	if sum.Seeds != 3 || sum.First != 11 || sum.Failed == nil || len(sum.Failed) != 0 || sum.Took <= 0 || sum.PerSec <= 0 {
-		t.Errorf("summary %+v, want 3 seeds from 11, none failed, a time and a rate", sum)
+	if sum.Seeds != 3 || sum.First != 11 || sum.Violations == nil || *sum.Violations != 0 || sum.Failed == nil || len(sum.Failed) != 0 ||
+		sum.Took <= 0 || sum.PerSec <= 0 {
+		t.Errorf("summary %+v, want 3 seeds from 11, no violation, none failed, a time and a rate", sum)
+	}
+	hash := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	for i, r := range sum.Results {
+		if r.Seed != 11+uint64(i) || !hash.MatchString(r.TraceHash) || r.Lines == 0 {
+			t.Errorf("result %d: %+v, want seed %d with its trace hash", i, r, 11+i)
+		}
+	}
+	if len(sum.Results) != 3 {
+		t.Errorf("%d results, want one per seed", len(sum.Results))
 	}
 }
 

@@ -41,7 +41,7 @@ type Result struct {
 	Seed uint64 `json:"seed"`
 	// Trace is the first 16 hex digits of the SHA-256 of the event
 	// trace: the same seed gives the same trace.
-	Trace    string      `json:"trace"`
+	Trace    string      `json:"trace_hash"`
 	Lines    int         `json:"lines"`
 	Restarts int         `json:"restarts"`
 	Found    []Violation `json:"violations,omitempty"`
@@ -169,14 +169,17 @@ func (w *world) sidecarsLine() string {
 	return line
 }
 
-// Summary is a run of many seeds.
+// Summary is a run of many seeds: each seed's result (its trace hash, and
+// the invariants it broke), the failed ones again, and Violations, the
+// number of invariants broken over all seeds.
 type Summary struct {
-	Seeds   int           `json:"seeds"`
-	First   uint64        `json:"first_seed"`
-	Failed  []Result      `json:"failed"`
-	Took    time.Duration `json:"took_ns"`
-	PerSec  float64       `json:"seeds_per_second"`
-	Results []Result      `json:"-"`
+	Seeds      int           `json:"seeds"`
+	First      uint64        `json:"first_seed"`
+	Violations int           `json:"violations"`
+	Failed     []Result      `json:"failed"`
+	Took       time.Duration `json:"took_ns"`
+	PerSec     float64       `json:"seeds_per_second"`
+	Results    []Result      `json:"results"`
 }
 
 // RunSeeds runs seeds first, first+1, ... first+n-1 on Options.Workers
@@ -232,6 +235,7 @@ func runSeeds(ctx context.Context, first uint64, n int, o Options, sh *shared, e
 		if r.Failed() {
 			s.Failed = append(s.Failed, r)
 		}
+		s.Violations += len(r.Found)
 	}
 	s.PerSec = float64(n) / s.Took.Seconds()
 	return s, nil
