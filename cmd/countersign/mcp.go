@@ -76,13 +76,9 @@ func (f mcpFlags) server(ctx context.Context) (*mcp.Server, error) {
 	case f.workflow != "" && f.ticket == "":
 		return nil, errors.New("--workflow needs --ticket: the workflow is opened, or found again, by its id and ticket together")
 	}
-	token, err := readTokenFile(f.tokenFile)
+	c, err := clientWithTokenFile(f.sidecar, f.tokenFile)
 	if err != nil {
 		return nil, err
-	}
-	c, err := client.New(f.sidecar, token)
-	if err != nil {
-		return nil, fmt.Errorf("--sidecar: %w", err)
 	}
 	catalog, err := c.Tools(ctx)
 	var ae *client.Error

@@ -29,11 +29,17 @@ func (f remoteFlags) client() (*client.Client, error) {
 	if f.sidecar == "" || f.tokenFile == "" {
 		return nil, errors.New("--sidecar URL and --token-file F go together: the sidecar to ask, and the token to ask it with")
 	}
-	token, err := readTokenFile(f.tokenFile)
+	return clientWithTokenFile(f.sidecar, f.tokenFile)
+}
+
+// clientWithTokenFile is the client of the sidecar at base, asking with
+// the one bearer token tokenFile holds.
+func clientWithTokenFile(base, tokenFile string) (*client.Client, error) {
+	token, err := readTokenFile(tokenFile)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(f.sidecar, token)
+	c, err := client.New(base, token)
 	if err != nil {
 		return nil, fmt.Errorf("--sidecar: %w", err)
 	}
