@@ -76,7 +76,7 @@ func (e *Engine) decideOn(ctx context.Context, w store.Workflow, s store.Step, f
 	if !r.ok || r.off {
 		return v
 	}
-	v.in = policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: r.totals, Workflow: r.run, Now: r.now}
+	v.in = r.input(w, s, f)
 	res, err := e.policy.Decide(ctx, v.in)
 	v.result, v.ok = res, err == nil
 	return v
@@ -93,8 +93,13 @@ func (v verdict) holds(in policy.Input, revision string) bool {
 // input is the policy's question about step s, with the totals as tx sees
 // them at now.
 func (e *Engine) input(tx *store.Tx, w store.Workflow, s store.Step, f facts, lim policy.Limits, now time.Time) policy.Input {
-	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: e.totals(tx, w, s, lim, now),
-		Workflow: e.runOf(tx, w, s, lim, now), Now: now}
+	return reading{now: now, totals: e.totals(tx, w, s, lim, now), run: e.runOf(tx, w, s, lim, now)}.input(w, s, f)
+}
+
+// input is the policy's question about step s of w with the facts f, on
+// the reading r: the one question both sides of the writer ask.
+func (r reading) input(w store.Workflow, s store.Step, f facts) policy.Input {
+	return policy.Input{User: delegation(w), Tool: s.Tool, Args: s.Args, Order: f.order, Totals: r.totals, Workflow: r.run, Now: r.now}
 }
 
 // prefetch reads ahead, in one round trip on PostgreSQL (store.Tx.Prefetch),
