@@ -109,11 +109,9 @@ filtered export is a selection, not a chain: verify the whole one.`,
 				if err != nil || checkpoints == "" {
 					return err
 				}
-				n, err := exportCheckpoints(db, checkpoints)
-				if err == nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d signed checkpoints to %s\n", n, checkpoints)
-				}
-				return err
+				return writeExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), checkpoints, "signed checkpoints", func(w io.Writer) (int, error) {
+					return exportCheckpoints(db, w)
+				})
 			}
 			var err error
 			if q.Since, err = flagTime("since", since); err != nil {

@@ -71,23 +71,18 @@ func readKeys(path string) (map[string]ed25519.PublicKey, error) {
 
 // exportCheckpoints writes the store's checkpoints as NDJSON, the
 // --checkpoints file of verify, and returns how many.
-func exportCheckpoints(db *store.DB, path string) (int, error) {
+func exportCheckpoints(db *store.DB, w io.Writer) (int, error) {
 	cps, err := audit.Checkpoints(db, 0)
 	if err != nil {
 		return 0, err
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	enc := json.NewEncoder(f)
+	enc := json.NewEncoder(w)
 	for _, c := range cps {
 		if err := enc.Encode(c); err != nil {
-			f.Close()
 			return 0, err
 		}
 	}
-	return len(cps), f.Close()
+	return len(cps), nil
 }
 
 func printFileReport(out io.Writer, rep audit.FileReport, asJSON bool) error {

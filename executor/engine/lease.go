@@ -122,7 +122,7 @@ func (e *Engine) lockWith(ctx context.Context, wf string, also underLock) (func(
 	tk, err := e.takeLease(ctx, wf, also)
 	if err == nil && tk.tookOver {
 		if err = apart(); err != nil {
-			e.releaseLease(wf, tk)
+			e.releaseLease(wf, tk, time.Time{}) // nothing was done under it
 		}
 	}
 	if err != nil {
@@ -141,24 +141,22 @@ func (e *Engine) lockWith(ctx context.Context, wf string, also underLock) (func(
 		go func() {
 			defer e.releasing.Done()
 			e.locks.settle(wf)
-			err := e.db.UpdateRows(func(tx *store.Tx) error {
-				if !park.IsZero() {
-					return tx.ParkLease(wf, tk.token, park)
-				}
-				return tx.DeleteLease(wf, tk.token)
-			})
-			if err != nil {
-				e.log.Warn("lease release failed; it will expire", "workflow", wf, "err", err)
-			}
+			e.releaseLease(wf, tk, park)
 			e.letGo(wf, tk)
 		}()
 	}, nil
 }
 
-// releaseLease deletes the lease tk took of wf, when nothing was done
-// under it.
-func (e *Engine) releaseLease(wf string, tk taking) {
-	if err := e.db.UpdateRows(func(tx *store.Tx) error { return tx.DeleteLease(wf, tk.token) }); err != nil {
+// releaseLease deletes the lease tk took of wf, or parks it until park
+// (non-zero); a lease taken again since stays.
+func (e *Engine) releaseLease(wf string, tk taking, park time.Time) {
+	err := e.db.UpdateRows(func(tx *store.Tx) error {
+		if !park.IsZero() {
+			return tx.ParkLease(wf, tk.token, park)
+		}
+		return tx.DeleteLease(wf, tk.token)
+	})
+	if err != nil {
 		e.log.Warn("lease release failed; it will expire", "workflow", wf, "err", err)
 	}
 }
